@@ -1,0 +1,353 @@
+/*
+ * kbthreads.h - a threaded deterministic scheduler using a baton-passing handoff.
+ *
+ * kb_spawn() runs fn(rank, arg) for nprocs ranks. Every rank runs on its own
+ * OS thread with a native stack, but a baton lets exactly one thread run at a
+ * time (the driving thread, i.e. the caller of kb_spawn()/kb_join(), or one
+ * rank), in round-robin rank order. After every round the driver drains the
+ * pending queues (worker waits, then collectives) through a user-supplied
+ * engine. When a rank fails, the driver cancels every live sibling in rank
+ * order, calls the engine's abort hook, clears both queues and reports the
+ * root-cause ranks.
+ *
+ * Conventions
+ *   - Every function that can fail returns 0 (or a documented non-negative
+ *     value) on success and a negative errno value (KB_E*) on failure, like
+ *     libuv. kb_strerror() names every code.
+ *   - Error precedence: KB_EINVAL (bad argument) before KB_EPERM (wrong kind
+ *     of thread) before KB_EBUSY (ctx in use / thread not holding the baton).
+ *   - "Rank" means a thread running a rank function of some spawn. "Driver
+ *     side" means any other thread: the thread inside kb_spawn()/kb_join()
+ *     (and the engine hooks it calls), or any thread using an idle ctx.
+ *
+ * The protocol and its invariants are described in docs/design.md.
+ */
+#ifndef KBTHREADS_H
+#define KBTHREADS_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(KB_BUILDING_LIBRARY)
+#define KB_API __attribute__((visibility("default")))
+#else
+#define KB_API
+#endif
+
+#if defined(__GNUC__)
+#define KB_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define KB_PRINTF_LIKE(fmt, args)
+#endif
+
+#ifdef __cplusplus
+#define KB_NORETURN [[noreturn]]
+#else
+#define KB_NORETURN _Noreturn
+#endif
+
+/** Library version, kept equal to the CMake project version. */
+#define KB_VERSION_MAJOR 0
+#define KB_VERSION_MINOR 1
+#define KB_VERSION_PATCH 0
+#define KB_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------------ */
+/* Errors: negative errno values.                                           */
+/* ------------------------------------------------------------------------ */
+
+#define KB_EINVAL (-EINVAL)       /**< bad argument */
+#define KB_ENOMEM (-ENOMEM)       /**< allocation failed; nothing leaked */
+#define KB_EAGAIN (-EAGAIN)       /**< a rank thread could not be created */
+#define KB_EBUSY (-EBUSY)         /**< ctx busy, or a call from a thread not holding its baton */
+#define KB_EPERM (-EPERM)         /**< rank-only call outside a rank, or driver-only call inside one */
+#define KB_ECANCELED (-ECANCELED) /**< this rank is being cancelled (RETURN mode, or during an unwind) */
+#define KB_ESPAWN (-10000)        /**< ranks or the drain failed: see kb_spawn_error */
+#define KB_EEXITED (-10001)       /**< recorded for a rank whose thread left its function without
+                                       returning (pthread_exit) */
+
+/** A static, human-readable description of err (a KB_E* code, any negative
+ *  errno value, or 0). Never NULL. */
+KB_API const char *kb_strerror(int err);
+
+/** The library version, "MAJOR.MINOR.PATCH"; equals KB_VERSION_STRING of the
+ *  header the library was built with. */
+KB_API const char *kb_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Handles and the engine.                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** An opaque completion handle chosen by the user or engine. The values 0 and
+ *  UINT64_MAX are reserved: every call taking a handle answers KB_EINVAL. */
+typedef uint64_t kb_handle;
+
+#define KB_HANDLE_RESERVED_LOW ((kb_handle)0)
+#define KB_HANDLE_RESERVED_HIGH ((kb_handle)UINT64_MAX)
+
+/** Why the engine's wait is being called. */
+typedef enum kb_wait_origin {
+    KB_WAIT_QUEUED = 0,     /**< drain phase (a): a pending worker wait */
+    KB_WAIT_COLLECTIVE = 1, /**< drain phase (b): a pending collective, with its meta */
+    KB_WAIT_DRIVER = 2      /**< kb_wait / kb_wait_meta called on the driver side */
+} kb_wait_origin;
+
+struct kb_ctx;
+
+/**
+ * The engine a ctx drives. Every hook runs on the driver side while the
+ * driver holds the baton, so no rank runs concurrently with a hook.
+ *
+ * Inside wait/bind/abort the engine may call kb_enqueue_wait,
+ * kb_collective_submit, kb_complete, kb_is_completed, kb_pending_* and a
+ * driver-side kb_wait on the ctx being driven; kb_spawn/kb_start/kb_join (on
+ * any ctx) and kb_ctx_destroy give KB_EBUSY there, and
+ * kb_process_context_free is a program error (diagnostic, abort()).
+ */
+typedef struct kb_engine {
+    /** Passed back as the first argument of every hook. */
+    void *self;
+    /** Run the simulation until h completes. Nonzero fails the spawn (in a
+     *  drain) or is returned as is (driver-side kb_wait). Library codes are
+     *  negative, so engines should use positive ones. NULL: every handle
+     *  completes as soon as the drain reaches it. */
+    int (*wait)(void *self, kb_handle h, void *meta, kb_wait_origin origin);
+    /** Driver thread, rank 0..nprocs-1 in order, inside kb_spawn/kb_start
+     *  after every rank thread exists and before any rank runs (the
+     *  reference's _bind_rank). May be NULL. */
+    void (*bind)(void *self, struct kb_ctx *ctx, int rank);
+    /** Once per failure, after every live sibling is cancelled and before
+     *  both queues are cleared (the reference's backend._barrier.reset());
+     *  also when a process context with live ranks is freed. May be NULL. */
+    void (*abort)(void *self, struct kb_ctx *ctx);
+} kb_engine;
+
+/* ------------------------------------------------------------------------ */
+/* Contexts.                                                                */
+/* ------------------------------------------------------------------------ */
+
+/** A scheduling context: the engine, the two pending queues and the set of
+ *  completed handles. It outlives spawns: a second spawn numbers ranks from
+ *  0 again and keeps the completed set.
+ *
+ *  While a spawn runs, a ctx is touched only by the thread holding its baton
+ *  (the driver inside kb_spawn/kb_join, or the running rank); any other
+ *  thread gets KB_EBUSY. An idle ctx may be used by any one thread at a time
+ *  (a second thread entering concurrently gets KB_EBUSY). */
+typedef struct kb_ctx kb_ctx;
+
+/** Create a ctx. engine may be NULL (no hooks, every wait completes at once);
+ *  it is copied. KB_EINVAL for a NULL out, KB_ENOMEM. */
+KB_API int kb_ctx_create(const kb_engine *engine, kb_ctx **out);
+
+/** Destroy a ctx and join every parked thread it keeps. 0; KB_EBUSY while a
+ *  spawn or process context is live, or from an engine hook; KB_EPERM from a
+ *  rank of this ctx; NULL: no-op (0). */
+KB_API int kb_ctx_destroy(kb_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Waits, completions and the pending queues.                               */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Wait until h is completed.
+ *
+ * In a rank: if h is completed, return 0 at once without switching (the
+ * rank keeps the baton). Otherwise append h to the pending worker waits and
+ * yield until a drain has completed it. KB_ECANCELED if the rank is
+ * cancelled meanwhile (RETURN mode; in UNWIND mode the rank unwinds instead).
+ *
+ * On the driver side: if h is completed, 0 at once without calling the
+ * engine; otherwise call the engine's wait (KB_WAIT_DRIVER), then mark h
+ * completed; never enqueues. A nonzero engine code is returned as is and h
+ * stays not completed.
+ *
+ * KB_EINVAL: NULL ctx or reserved h. KB_EPERM: a rank calling on a ctx other
+ * than its own. KB_EBUSY: a thread not holding the ctx's baton.
+ */
+KB_API int kb_wait(kb_ctx *ctx, kb_handle h);
+
+/** kb_wait passing meta to the engine (driver side). Inside a rank meta is
+ *  ignored. */
+KB_API int kb_wait_meta(kb_ctx *ctx, kb_handle h, void *meta);
+
+/** Append h to the pending worker waits without waiting. Same errors as
+ *  kb_wait, plus KB_ENOMEM. */
+KB_API int kb_enqueue_wait(kb_ctx *ctx, kb_handle h);
+
+/** Mark h completed (idempotent). Same errors as kb_wait, plus KB_ENOMEM. */
+KB_API int kb_complete(kb_ctx *ctx, kb_handle h);
+
+/** 1 if h is completed, 0 if not; KB_EINVAL / KB_EPERM / KB_EBUSY as for
+ *  kb_wait. */
+KB_API int kb_is_completed(const kb_ctx *ctx, kb_handle h);
+
+/** Append (h, sip_id, meta) to the pending collectives; drain phase (b)
+ *  completes it through a driver-side wait (KB_WAIT_COLLECTIVE, with meta).
+ *  Same errors as kb_enqueue_wait. */
+KB_API int kb_collective_submit(kb_ctx *ctx, kb_handle h, int sip_id, void *meta);
+
+/** One pending collective. */
+typedef struct kb_collective {
+    kb_handle handle;
+    int sip_id;
+    void *meta;
+} kb_collective;
+
+/** Copy up to cap pending worker waits, oldest first, into out (which may be
+ *  NULL when cap is 0); return how many are pending in all. Returns 0 for a
+ *  NULL ctx, a NULL out with cap > 0, or a thread that may not touch ctx. */
+KB_API size_t kb_pending_waits(const kb_ctx *ctx, kb_handle *out, size_t cap);
+
+/** Like kb_pending_waits, for the pending collectives. */
+KB_API size_t kb_pending_collectives(const kb_ctx *ctx, kb_collective *out, size_t cap);
+
+/* ------------------------------------------------------------------------ */
+/* Calls made by rank functions.                                            */
+/* ------------------------------------------------------------------------ */
+
+/** This thread's rank, or -1 outside a rank. */
+KB_API int kb_rank(void);
+/** The number of ranks of this rank's spawn, or 0 outside a rank. */
+KB_API int kb_world_size(void);
+/** The ctx of this rank's spawn, or NULL outside a rank. */
+KB_API kb_ctx *kb_current_ctx(void);
+/** 1 once this rank has been cancelled, else 0 (also outside a rank). */
+KB_API int kb_cancelled(void);
+
+/**
+ * Give the baton to the next rank of the round (or the driver at the end of
+ * the round) and wait for this rank's next turn. 0; KB_EPERM outside a rank.
+ *
+ * UNWIND mode: a cancelled rank never returns from here; its thread unwinds,
+ * running its pthread_cleanup_push handlers, one rank at a time.
+ * RETURN mode: KB_ECANCELED, and so does every later kb_yield / kb_wait /
+ * kb_barrier of that rank, at once and without switching. The same calls made
+ * from a cleanup handler during an unwind also return KB_ECANCELED.
+ */
+KB_API int kb_yield(void);
+
+/**
+ * Wait until every not-finished rank of this spawn has arrived. Every arrival
+ * yields at least once (the last one too); the barrier opens when the last
+ * not-finished rank arrives (or when a rank finishes and every remaining one
+ * has arrived) and the waiters resume in their round-robin turns, in rank
+ * order. 0; KB_EPERM outside a rank; KB_ECANCELED as for kb_yield.
+ */
+KB_API int kb_barrier(void);
+
+/**
+ * Record a failure of this rank (code 0 is recorded as KB_EINVAL) with a
+ * printf-style message and unwind this rank's thread, running its cleanup
+ * handlers. Outside a rank, or while this rank is already unwinding: a
+ * diagnostic on stderr and abort().
+ */
+KB_API KB_NORETURN void kb_raise(int code, const char *fmt, ...) KB_PRINTF_LIKE(2, 3);
+
+/**
+ * Record a failure of this rank without unwinding, then return 0. Usable in
+ * cleanup handlers (a cancelled rank that calls it becomes a root cause). The
+ * first call of a rank is recorded, at that moment; later calls change
+ * nothing. The spawn fails when the rank's function ends. KB_EPERM outside a
+ * rank; KB_EINVAL for code 0. fmt may be NULL.
+ */
+KB_API int kb_fail(int code, const char *fmt, ...) KB_PRINTF_LIKE(2, 3);
+
+/* ------------------------------------------------------------------------ */
+/* Spawning.                                                                */
+/* ------------------------------------------------------------------------ */
+
+/** A rank function: 0 ok; nonzero = failure code, except KB_ECANCELED from a
+ *  cancelled rank (not recorded); a rank that called kb_fail is recorded
+ *  once, with its first kb_fail code. */
+typedef int (*kb_rank_fn)(int rank, void *arg);
+
+/** How a cancelled rank leaves its suspension point. */
+typedef enum kb_cancel_mode {
+    KB_CANCEL_UNWIND = 0, /**< the thread unwinds (pthread_exit): cleanup handlers run */
+    KB_CANCEL_RETURN = 1  /**< kb_yield/kb_wait/kb_barrier return KB_ECANCELED */
+} kb_cancel_mode;
+
+/** Spawn options. All-zero or NULL = defaults. */
+typedef struct kb_spawn_opts {
+    /** Stack size of each rank thread; 0 = the platform default. Below
+     *  PTHREAD_STACK_MIN: KB_EINVAL. */
+    size_t stack_size;
+    /** KB_CANCEL_UNWIND (default) or KB_CANCEL_RETURN; others: KB_EINVAL. */
+    kb_cancel_mode cancel_mode;
+} kb_spawn_opts;
+
+/** One root-cause rank. message is never NULL and lives as long as the
+ *  kb_spawn_error it came from. */
+typedef struct kb_rank_error {
+    int rank;
+    int code;
+    const char *message;
+} kb_rank_error;
+
+/** The report of a failed spawn (KB_ESPAWN). */
+typedef struct kb_spawn_error kb_spawn_error;
+
+/** Number of root-cause ranks (0 for NULL). */
+KB_API size_t kb_spawn_error_count(const kb_spawn_error *e);
+/** The i-th root-cause rank, in the order the failures were recorded; NULL
+ *  out of range or for NULL e. */
+KB_API const kb_rank_error *kb_spawn_error_get(const kb_spawn_error *e, size_t i);
+/** "spawn failed on ranks [1, 3]: rank 1 raised code 5: ..." (sorted ranks,
+ *  first recorded rank named); a drain failure names its code and handle.
+ *  "" for NULL e. */
+KB_API const char *kb_spawn_error_message(const kb_spawn_error *e);
+/** The engine's code if the drain failed, else 0. */
+KB_API int kb_spawn_error_drain_code(const kb_spawn_error *e);
+/** The handle whose engine wait failed in the drain, else 0. */
+KB_API kb_handle kb_spawn_error_drain_handle(const kb_spawn_error *e);
+/** Free a report; NULL is a no-op. */
+KB_API void kb_spawn_error_free(kb_spawn_error *e);
+
+/**
+ * Run fn(rank, arg) for ranks 0..nprocs-1 to completion (join=True).
+ *
+ * Returns 0; KB_ESPAWN with *err set (err may be NULL) when a rank or the
+ * drain failed; or a negative error before any rank ran: KB_EINVAL (NULL
+ * ctx/fn, nprocs < 0, bad opts), KB_EPERM (called from a rank), KB_EBUSY
+ * (ctx busy, or from an engine hook), KB_EAGAIN (a rank thread could not be
+ * created), KB_ENOMEM. nprocs 0 is valid (no round, no drain). When it
+ * returns no rank runs or waits any more.
+ */
+KB_API int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
+                    kb_spawn_error **err);
+
+/** A spawn started with kb_start (join=False). */
+typedef struct kb_process_context kb_process_context;
+
+/** Create and bind the ranks of a spawn without running them; the ctx is busy
+ *  until kb_process_context_free. Errors as for kb_spawn (never KB_ESPAWN). */
+KB_API int kb_start(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
+                    kb_process_context **out);
+
+/**
+ * Drive rounds on the calling thread (any thread, one at a time) until every
+ * rank finished (1), the timeout passed at the end of a round, after its
+ * drain (0; at least one round per call), or failure (KB_ESPAWN with *err
+ * set). timeout_ms < 0: no limit. Once finished it returns the same result
+ * again with *err NULL. KB_EINVAL for a NULL pc, KB_EPERM from a rank,
+ * KB_EBUSY from an engine hook or while another thread is joining.
+ */
+KB_API int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err);
+
+/** Free a process context. A live one (ranks not finished, no failure
+ *  reported): cancel live ranks in rank order (cleanup runs), engine abort,
+ *  clear both queues, join threads. NULL: no-op. From a rank or an engine
+ *  hook: a program error (diagnostic, abort()). */
+KB_API void kb_process_context_free(kb_process_context *pc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KBTHREADS_H */

@@ -1,0 +1,26 @@
+/*
+ * The set of completed handles of a ctx: a Concurrency Kit hash set
+ * (ck_hs) storing each handle directly as its key. ck_hs reserves the keys
+ * NULL and ~0 (empty and tombstone), which is why kb_handle reserves 0 and
+ * UINT64_MAX. Touched only by the thread that may use the ctx.
+ */
+#ifndef KB_COMPLETED_H
+#define KB_COMPLETED_H
+
+#include <ck_hs.h>
+
+#include "kbthreads.h"
+
+struct kb_completed {
+    ck_hs_t hs;
+};
+
+/* 0 or KB_ENOMEM. */
+int kb_completed_init(struct kb_completed *c);
+void kb_completed_free(struct kb_completed *c);
+int kb_completed_has(const struct kb_completed *c, kb_handle h);
+/* 0 (added or already there) or KB_ENOMEM. */
+int kb_completed_add(struct kb_completed *c, kb_handle h);
+size_t kb_completed_count(const struct kb_completed *c);
+
+#endif

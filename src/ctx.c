@@ -1,0 +1,127 @@
+/* The ctx: creation, destruction, ownership and the engine hook calls. */
+#include "ctx.h"
+
+#include <ck_pr.h>
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "annotate.h"
+#include "run.h"
+
+/* A byte whose address identifies the calling thread while it lives. */
+static _Thread_local char tls_token;
+/* >0 while this thread is inside an engine hook. */
+static _Thread_local int tls_hook_depth;
+
+uintptr_t kb_thread_token(void)
+{
+    return (uintptr_t)&tls_token;
+}
+
+int kb_in_hook(void)
+{
+    return tls_hook_depth > 0;
+}
+
+int kb_ctx_create(const kb_engine *engine, kb_ctx **out)
+{
+    if (!out)
+        return KB_EINVAL;
+    *out = NULL;
+    kb_ctx *ctx = kb_calloc(1, sizeof *ctx);
+    if (!ctx)
+        return KB_ENOMEM;
+    if (engine)
+        ctx->engine = *engine;
+    kb_queue_init(&ctx->waits, sizeof(kb_handle));
+    kb_queue_init(&ctx->colls, sizeof(kb_collective));
+    if (kb_completed_init(&ctx->done) != 0) {
+        free(ctx);
+        return KB_ENOMEM;
+    }
+    *out = ctx;
+    return 0;
+}
+
+int kb_ctx_destroy(kb_ctx *ctx)
+{
+    if (!ctx)
+        return 0;
+    if (kb_self())
+        return KB_EPERM;
+    if (kb_in_hook())
+        return KB_EBUSY;
+    if (kb_ctx_enter(ctx) != 0)
+        return KB_EBUSY;
+    if (ctx->run || ctx->pc) {
+        kb_ctx_exit(ctx);
+        return KB_EBUSY;
+    }
+    kb_queue_free(&ctx->waits);
+    kb_queue_free(&ctx->colls);
+    kb_completed_free(&ctx->done);
+    free(ctx);
+    return 0;
+}
+
+int kb_ctx_enter(kb_ctx *ctx)
+{
+    if (!ck_pr_cas_ptr(&ctx->owner, NULL, (void *)kb_thread_token()))
+        return KB_EBUSY;
+    kb_hb_acquire(&ctx->owner);
+    return 0;
+}
+
+void kb_ctx_exit(kb_ctx *ctx)
+{
+    kb_hb_release(&ctx->owner);
+    ck_pr_fence_store();
+    ck_pr_store_ptr(&ctx->owner, NULL);
+}
+
+int kb_ctx_access(const kb_ctx *cctx)
+{
+    kb_ctx *ctx = (kb_ctx *)cctx; /* the owner word is mutable even through const */
+    struct kb_rank *rk = kb_self();
+    if (rk) {
+        /* A running rank holds its run's baton by construction. */
+        return rk->run->ctx == ctx ? KB_ACCESS_RANK : KB_EPERM;
+    }
+    if ((uintptr_t)ck_pr_load_ptr(&ctx->owner) == kb_thread_token())
+        return KB_ACCESS_NESTED;
+    return kb_ctx_enter(ctx) == 0 ? KB_ACCESS_ENTERED : KB_EBUSY;
+}
+
+void kb_ctx_leave(const kb_ctx *ctx, int access)
+{
+    if (access == KB_ACCESS_ENTERED)
+        kb_ctx_exit((kb_ctx *)ctx);
+}
+
+int kb_engine_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin)
+{
+    if (!ctx->engine.wait)
+        return 0;
+    tls_hook_depth++;
+    int rc = ctx->engine.wait(ctx->engine.self, h, meta, origin);
+    tls_hook_depth--;
+    return rc;
+}
+
+void kb_engine_bind(kb_ctx *ctx, int rank)
+{
+    if (!ctx->engine.bind)
+        return;
+    tls_hook_depth++;
+    ctx->engine.bind(ctx->engine.self, ctx, rank);
+    tls_hook_depth--;
+}
+
+void kb_engine_abort(kb_ctx *ctx)
+{
+    if (!ctx->engine.abort)
+        return;
+    tls_hook_depth++;
+    ctx->engine.abort(ctx->engine.self, ctx);
+    tls_hook_depth--;
+}

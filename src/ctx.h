@@ -1,0 +1,77 @@
+/*
+ * The ctx and who may touch it.
+ *
+ * Ownership rule. At any moment one thread may use a ctx:
+ *   - while a rank of its live spawn runs, that rank (it holds the baton);
+ *   - otherwise the thread recorded in ctx->owner: the driver inside
+ *     kb_spawn/kb_join (and the engine hooks it calls), or any thread
+ *     inside a single kb_* call on a ctx with no driver.
+ * ctx->owner is a ck_pr word holding the owning thread's token (the address
+ * of a thread-local), 0 when nobody owns the ctx. A thread enters by CAS
+ * 0 -> token (acquire) and leaves by storing 0 (release); a thread that
+ * already owns it (a hook calling back) enters "nested" and leaves nothing.
+ * The fields below the owner are touched only under this rule.
+ */
+#ifndef KB_CTX_H
+#define KB_CTX_H
+
+#include <stdint.h>
+
+#include "completed.h"
+#include "kbthreads.h"
+#include "queue.h"
+
+struct kb_run;
+struct kb_process_context;
+
+struct kb_ctx {
+    kb_engine engine;         /* copied at create; all-NULL without an engine */
+    void *owner;              /* ck_pr: token of the owning thread, NULL = none */
+    struct kb_queue waits;    /* pending worker waits (kb_handle), FIFO */
+    struct kb_queue colls;    /* pending collectives (kb_collective), FIFO */
+    struct kb_completed done; /* completed handles; survives spawns */
+    struct kb_run *run;       /* the live run (kb_spawn, or a pc not finished), or NULL */
+    struct kb_process_context *pc; /* the process context not yet freed, or NULL */
+};
+
+enum kb_access {
+    KB_ACCESS_RANK = 1,   /* a rank of ctx's live spawn, holding the baton */
+    KB_ACCESS_ENTERED = 2, /* driver side, ownership taken by this call */
+    KB_ACCESS_NESTED = 3,  /* driver side, this thread already owned ctx */
+};
+
+/* Classify the calling thread for ctx: a kb_access value, or KB_EPERM (a
+ * rank calling on another ctx) / KB_EBUSY (someone else owns ctx). On
+ * KB_ACCESS_ENTERED the caller must kb_ctx_leave(). */
+int kb_ctx_access(const kb_ctx *ctx);
+void kb_ctx_leave(const kb_ctx *ctx, int access);
+
+/* Driver-side ownership for kb_spawn/kb_start/kb_join: 0 or KB_EBUSY. */
+int kb_ctx_enter(kb_ctx *ctx);
+void kb_ctx_exit(kb_ctx *ctx);
+
+/* The calling thread's token (unique while the thread lives). */
+uintptr_t kb_thread_token(void);
+
+/* Engine hooks. The hook depth of the calling thread is raised around each
+ * call so kb_spawn/kb_start/kb_join/kb_ctx_destroy can refuse (KB_EBUSY). */
+int kb_engine_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin);
+void kb_engine_bind(kb_ctx *ctx, int rank);
+void kb_engine_abort(kb_ctx *ctx);
+int kb_in_hook(void);
+
+/* Driver-side wait: the fast path, then the engine, then mark completed.
+ * Never enqueues. */
+int kb_driver_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin);
+
+/* Run both drain phases until both queues are empty. 0, or the first
+ * nonzero engine code (KB_ENOMEM if a completion could not be recorded)
+ * with *failed the handle it came from. Driver only. */
+int kb_drain(kb_ctx *ctx, kb_handle *failed, kb_wait_origin *failed_origin);
+
+static inline int kb_handle_valid(kb_handle h)
+{
+    return h != KB_HANDLE_RESERVED_LOW && h != KB_HANDLE_RESERVED_HIGH;
+}
+
+#endif

@@ -1,0 +1,237 @@
+/*
+ * The rank side: a rank thread's life, and the calls rank functions make
+ * (kb_yield, kb_wait inside a rank, kb_barrier, kb_raise, kb_fail, ...).
+ *
+ * Everything here runs on a rank thread that holds the baton, except the
+ * waits on its own slot. A rank gives the baton away only in
+ * rank_suspend() (to the next live rank of the round, or the driver at the
+ * end of the round) and in rank_finish() (likewise, or to the driver when it
+ * failed or was being cancelled).
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "run.h"
+
+/* The rank this thread runs; NULL on every other thread, and on a rank
+ * thread once its rank has finished. */
+static _Thread_local struct kb_rank *tls_self;
+
+struct kb_rank *kb_self(void)
+{
+    return tls_self;
+}
+
+/* Give the baton to the next live rank of the round, or to the driver when
+ * this rank is the last one. */
+static void pass_on(struct kb_rank *rk, int next)
+{
+    struct kb_run *run = rk->run;
+    if (next >= 0) {
+        kb_handoff(run, next);
+    } else {
+        run->stop = KB_STOP_ROUND;
+        kb_handoff(run, KB_DRIVER);
+    }
+}
+
+/* Suspend: hand the baton on and wait for this rank's next turn. Returns
+ * 0, or KB_ECANCELED if the driver cancelled the rank in RETURN mode; in
+ * UNWIND mode a cancelled rank unwinds from here and never returns. */
+static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
+{
+    rk->susp = susp;
+    rk->susp_handle = h;
+    pass_on(rk, rk->next);
+    kb_slot_wait(&rk->slot);
+    rk->susp = KB_SUSP_NONE;
+    if (!rk->cancelled)
+        return 0;
+    if (rk->run->cancel_mode == KB_CANCEL_UNWIND) {
+        rk->unwinding = 1;
+        pthread_exit(NULL);
+    }
+    return KB_ECANCELED;
+}
+
+/* The rank's function has ended (returned or unwound): leave the live list
+ * and hand the baton on for the last time. */
+static void rank_finish(struct kb_rank *rk)
+{
+    struct kb_run *run = rk->run;
+    int next = rk->next;
+    kb_live_remove(run, rk);
+    rk->state = KB_RS_FINISHED;
+    kb_barrier_check(run); /* the ranks still waiting may be all that is left */
+    tls_self = NULL;       /* no kb_ call of this thread may act as the rank now */
+    if (rk->cancelled) {
+        run->stop = KB_STOP_DONE;
+        kb_handoff(run, KB_DRIVER);
+    } else if (rk->recorded) {
+        run->stop = KB_STOP_FAILED;
+        run->failed_rank = rk->index;
+        kb_handoff(run, KB_DRIVER);
+    } else {
+        pass_on(rk, next);
+    }
+}
+
+/* Outermost cleanup handler of every rank thread: runs last when the thread
+ * unwinds (kb_raise, cancellation in UNWIND mode, or the rank function
+ * calling pthread_exit itself), after the user's handlers. The driver joins
+ * the thread before it goes on, so nothing of this thread overlaps the
+ * next holder. */
+static void rank_unwound(void *arg)
+{
+    struct kb_rank *rk = arg;
+    if (!rk->unwinding) {
+        /* Not ours: the rank function called pthread_exit. */
+        rk->unwinding = 1;
+        kb_record_failure_text(rk, KB_EEXITED, "rank thread exited without returning (pthread_exit)");
+    }
+    rk->exited = 1;
+    rank_finish(rk);
+}
+
+static void rank_run(struct kb_rank *rk)
+{
+    int rc;
+    pthread_cleanup_push(rank_unwound, rk);
+    rc = rk->run->fn(rk->index, rk->run->arg);
+    pthread_cleanup_pop(0);
+    if (rc != 0 && !(rc == KB_ECANCELED && rk->cancelled))
+        kb_record_failure_text(rk, rc, NULL);
+    rank_finish(rk);
+}
+
+void *kb_rank_thread_main(void *arg)
+{
+    struct kb_rank *rk = arg;
+    char name[16];
+    /* "kb-rank-" + up to 7 digits fits the 15-byte limit; larger ranks are
+     * truncated by snprintf rather than refused by the kernel. */
+    snprintf(name, sizeof name, "kb-rank-%d", rk->index);
+    pthread_setname_np(pthread_self(), name);
+
+    kb_slot_wait(&rk->slot); /* the first turn, or teardown before it */
+    if (rk->cmd == KB_CMD_RUN) {
+        tls_self = rk;
+        rk->state = KB_RS_STARTED;
+        rank_run(rk);
+        /* Parked: the rank has finished; wait for teardown. */
+        kb_slot_wait(&rk->slot);
+    }
+    return NULL;
+}
+
+/* ---- calls made by rank functions ---------------------------------------- */
+
+int kb_rank(void)
+{
+    return tls_self ? tls_self->index : -1;
+}
+
+int kb_world_size(void)
+{
+    return tls_self ? tls_self->run->nprocs : 0;
+}
+
+kb_ctx *kb_current_ctx(void)
+{
+    return tls_self ? tls_self->run->ctx : NULL;
+}
+
+int kb_cancelled(void)
+{
+    return tls_self ? tls_self->cancelled : 0;
+}
+
+/* Once cancelled (RETURN mode) or while unwinding, suspension points answer
+ * KB_ECANCELED at once and never switch. */
+static int cannot_suspend(const struct kb_rank *rk)
+{
+    return rk->cancelled || rk->unwinding;
+}
+
+int kb_yield(void)
+{
+    struct kb_rank *rk = tls_self;
+    if (!rk)
+        return KB_EPERM;
+    if (cannot_suspend(rk))
+        return KB_ECANCELED;
+    return rank_suspend(rk, KB_SUSP_YIELD, 0);
+}
+
+int kb_rank_wait(struct kb_rank *rk, kb_handle h)
+{
+    if (cannot_suspend(rk))
+        return KB_ECANCELED;
+    kb_ctx *ctx = rk->run->ctx;
+    if (kb_completed_has(&ctx->done, h))
+        return 0; /* fast path: keep the baton */
+    int rc = kb_queue_push(&ctx->waits, &h);
+    if (rc != 0)
+        return rc;
+    do {
+        rc = rank_suspend(rk, KB_SUSP_WAIT, h);
+        if (rc != 0)
+            return rc;
+    } while (!kb_completed_has(&ctx->done, h));
+    return 0;
+}
+
+int kb_barrier(void)
+{
+    struct kb_rank *rk = tls_self;
+    if (!rk)
+        return KB_EPERM;
+    if (cannot_suspend(rk))
+        return KB_ECANCELED;
+    struct kb_run *run = rk->run;
+    unsigned gen = run->barrier_gen;
+    run->barrier_arrived++;
+    kb_barrier_check(run);
+    do { /* every arrival yields at least once, the last one too */
+        int rc = rank_suspend(rk, KB_SUSP_BARRIER, 0);
+        if (rc != 0)
+            return rc;
+    } while (run->barrier_gen == gen);
+    return 0;
+}
+
+void kb_raise(int code, const char *fmt, ...)
+{
+    struct kb_rank *rk = tls_self;
+    if (!rk) {
+        fprintf(stderr, "kbthreads: kb_raise() called outside a rank; aborting\n");
+        abort();
+    }
+    if (rk->unwinding) {
+        fprintf(stderr, "kbthreads: kb_raise() called by rank %d while it is already unwinding; aborting\n",
+                rk->index);
+        abort();
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    kb_record_failurev(rk, code != 0 ? code : KB_EINVAL, fmt, ap);
+    va_end(ap);
+    rk->unwinding = 1;
+    pthread_exit(NULL);
+}
+
+int kb_fail(int code, const char *fmt, ...)
+{
+    if (code == 0)
+        return KB_EINVAL;
+    struct kb_rank *rk = tls_self;
+    if (!rk)
+        return KB_EPERM;
+    va_list ap;
+    va_start(ap, fmt);
+    kb_record_failurev(rk, code, fmt, ap);
+    va_end(ap);
+    return 0;
+}

@@ -1,0 +1,312 @@
+/*
+ * Runs: creating and tearing down a spawn's rank threads, and the driver
+ * entry points kb_spawn, kb_start, kb_join and kb_process_context_free.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "run.h"
+
+static void *aligned_zalloc(size_t n)
+{
+    void *p = NULL;
+    if (kb__fault_hit(KB_FAULT_ALLOC) || posix_memalign(&p, KB_CACHELINE, n) != 0)
+        return NULL;
+    memset(p, 0, n);
+    return p;
+}
+
+static int check_spawn_args(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const kb_spawn_opts *opts)
+{
+    if (!ctx || !fn || nprocs < 0)
+        return KB_EINVAL;
+    if (opts) {
+        if (opts->stack_size != 0 && opts->stack_size < (size_t)PTHREAD_STACK_MIN)
+            return KB_EINVAL;
+        if (opts->cancel_mode != KB_CANCEL_UNWIND && opts->cancel_mode != KB_CANCEL_RETURN)
+            return KB_EINVAL;
+    }
+    return 0;
+}
+
+/* The checks every driver entry point makes, in the documented precedence
+ * (KB_EINVAL was checked by the caller): KB_EPERM from a rank, KB_EBUSY
+ * from an engine hook. */
+static int check_driver_thread(void)
+{
+    if (kb_self())
+        return KB_EPERM;
+    if (kb_in_hook())
+        return KB_EBUSY;
+    return 0;
+}
+
+/* Post every thread that is still there with cmd EXIT and join it, one at
+ * a time (each leaves while the driver waits in pthread_join). */
+static void join_threads(struct kb_run *run, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct kb_rank *rk = &run->ranks[i];
+        if (!rk->has_thread || rk->joined)
+            continue;
+        if (!rk->exited) {
+            rk->cmd = KB_CMD_EXIT;
+            kb_handoff(run, i);
+        }
+        pthread_join(rk->thread, NULL);
+        rk->joined = 1;
+    }
+    run->holder = KB_DRIVER;
+}
+
+static void run_free(struct kb_run *run)
+{
+    if (run->errors)
+        kb_rank_errors_free(run->errors, run->nerrors);
+    free(run->ranks);
+    free(run);
+}
+
+void kb_run_destroy(struct kb_run *run)
+{
+    join_threads(run, run->nprocs);
+    run_free(run);
+}
+
+static int start_threads(struct kb_run *run)
+{
+    pthread_attr_t attr;
+    if (kb__fault_hit(KB_FAULT_SYNC) || pthread_attr_init(&attr) != 0)
+        return KB_ENOMEM;
+    if (run->stack_size && pthread_attr_setstacksize(&attr, run->stack_size) != 0) {
+        pthread_attr_destroy(&attr);
+        return KB_EINVAL;
+    }
+    int rc = 0;
+    for (int i = 0; i < run->nprocs; i++) {
+        struct kb_rank *rk = &run->ranks[i];
+        int err = kb__fault_hit(KB_FAULT_THREAD) ? EAGAIN
+                                                 : pthread_create(&rk->thread, &attr, kb_rank_thread_main, rk);
+        if (err != 0) {
+            rc = err == ENOMEM ? KB_ENOMEM : KB_EAGAIN;
+            join_threads(run, i); /* none of them ran: each leaves at its first wait */
+            break;
+        }
+        rk->has_thread = 1;
+    }
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
+int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
+                  struct kb_run **out)
+{
+    struct kb_run *run = aligned_zalloc(sizeof *run);
+    if (!run)
+        return KB_ENOMEM;
+    run->ctx = ctx;
+    run->fn = fn;
+    run->arg = arg;
+    run->nprocs = nprocs;
+    run->cancel_mode = opts ? opts->cancel_mode : KB_CANCEL_UNWIND;
+    run->stack_size = opts ? opts->stack_size : 0;
+    run->holder = KB_DRIVER;
+    run->live_head = nprocs > 0 ? 0 : -1;
+    run->nlive = nprocs;
+    kb_slot_init(&run->driver_slot);
+    if (nprocs > 0) {
+        run->ranks = aligned_zalloc((size_t)nprocs * sizeof *run->ranks);
+        run->errors = kb_calloc((size_t)nprocs, sizeof *run->errors);
+        if (!run->ranks || !run->errors) {
+            run_free(run);
+            return KB_ENOMEM;
+        }
+    }
+    for (int i = 0; i < nprocs; i++) {
+        struct kb_rank *rk = &run->ranks[i];
+        kb_slot_init(&rk->slot);
+        rk->run = run;
+        rk->index = i;
+        rk->prev = i - 1;
+        rk->next = i + 1 < nprocs ? i + 1 : -1;
+    }
+    int rc = start_threads(run);
+    if (rc != 0) {
+        run_free(run);
+        return rc;
+    }
+    /* Every rank exists; bind them all before any runs. */
+    for (int i = 0; i < nprocs; i++)
+        kb_engine_bind(ctx, i);
+    *out = run;
+    return 0;
+}
+
+int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts, kb_spawn_error **err)
+{
+    if (err)
+        *err = NULL;
+    int rc = check_spawn_args(ctx, fn, nprocs, opts);
+    if (rc == 0)
+        rc = check_driver_thread();
+    if (rc != 0)
+        return rc;
+    if (kb_ctx_enter(ctx) != 0)
+        return KB_EBUSY;
+    if (ctx->run || ctx->pc) {
+        kb_ctx_exit(ctx);
+        return KB_EBUSY;
+    }
+    struct kb_run *run;
+    rc = kb_run_create(ctx, fn, arg, nprocs, opts, &run);
+    if (rc != 0) {
+        kb_ctx_exit(ctx);
+        return rc;
+    }
+    ctx->run = run;
+    while ((rc = kb_sched_round(run)) == 0)
+        ;
+    if (rc == KB_ESPAWN) {
+        if (err)
+            *err = kb_spawn_error_build(run);
+    } else {
+        rc = 0;
+    }
+    ctx->run = NULL;
+    kb_run_destroy(run);
+    kb_ctx_exit(ctx);
+    return rc;
+}
+
+int kb_start(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
+             kb_process_context **out)
+{
+    int rc = check_spawn_args(ctx, fn, nprocs, opts);
+    if (rc == 0 && !out)
+        rc = KB_EINVAL;
+    if (rc == 0)
+        rc = check_driver_thread();
+    if (rc != 0)
+        return rc;
+    *out = NULL;
+    if (kb_ctx_enter(ctx) != 0)
+        return KB_EBUSY;
+    if (ctx->run || ctx->pc) {
+        kb_ctx_exit(ctx);
+        return KB_EBUSY;
+    }
+    kb_process_context *pc = kb_calloc(1, sizeof *pc);
+    if (!pc) {
+        kb_ctx_exit(ctx);
+        return KB_ENOMEM;
+    }
+    struct kb_run *run;
+    rc = kb_run_create(ctx, fn, arg, nprocs, opts, &run);
+    if (rc != 0) {
+        free(pc);
+        kb_ctx_exit(ctx);
+        return rc;
+    }
+    pc->ctx = ctx;
+    pc->run = run;
+    ctx->run = run;
+    ctx->pc = pc;
+    kb_ctx_exit(ctx);
+    *out = pc;
+    return 0;
+}
+
+static struct timespec deadline_after(long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+static int passed(const struct timespec *deadline)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > deadline->tv_sec || (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
+}
+
+int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err)
+{
+    if (err)
+        *err = NULL;
+    if (!pc)
+        return KB_EINVAL;
+    int rc = check_driver_thread();
+    if (rc != 0)
+        return rc;
+    kb_ctx *ctx = pc->ctx;
+    if (kb_ctx_enter(ctx) != 0)
+        return KB_EBUSY;
+    struct kb_run *run = pc->run;
+    if (!run) { /* finished earlier: the same result again */
+        kb_ctx_exit(ctx);
+        return pc->result;
+    }
+    struct timespec deadline;
+    if (timeout_ms >= 0)
+        deadline = deadline_after(timeout_ms);
+    for (;;) {
+        rc = kb_sched_round(run);
+        if (rc != 0)
+            break;
+        if (timeout_ms >= 0 && passed(&deadline)) {
+            kb_ctx_exit(ctx);
+            return 0;
+        }
+    }
+    if (rc == KB_ESPAWN && err)
+        *err = kb_spawn_error_build(run);
+    pc->result = rc; /* 1 or KB_ESPAWN */
+    pc->run = NULL;
+    ctx->run = NULL;
+    kb_run_destroy(run);
+    kb_ctx_exit(ctx);
+    return pc->result;
+}
+
+static _Noreturn void program_error(const char *what)
+{
+    fprintf(stderr, "kbthreads: %s; aborting\n", what);
+    abort();
+}
+
+void kb_process_context_free(kb_process_context *pc)
+{
+    if (!pc)
+        return;
+    if (kb_self())
+        program_error("kb_process_context_free() called from a rank");
+    if (kb_in_hook())
+        program_error("kb_process_context_free() called from an engine hook");
+    kb_ctx *ctx = pc->ctx;
+    if (kb_ctx_enter(ctx) != 0)
+        program_error("kb_process_context_free() called while another thread uses its ctx");
+    struct kb_run *run = pc->run;
+    if (run) {
+        /* Live ranks: cancel them in rank order, abort, clear. A run whose
+         * ranks all finished (or nprocs 0) needs none of that. */
+        if (run->nlive > 0)
+            kb_sched_cancel_all(run, 1);
+        ctx->run = NULL;
+        kb_run_destroy(run);
+    }
+    ctx->pc = NULL;
+    kb_ctx_exit(ctx);
+    free(pc);
+}

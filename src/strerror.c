@@ -1,0 +1,43 @@
+/* kb_strerror and kb_version. */
+#include <string.h>
+
+#include "kbthreads.h"
+
+const char *kb_strerror(int err)
+{
+    switch (err) {
+    case 0:
+        return "success";
+    case KB_EINVAL:
+        return "invalid argument";
+    case KB_ENOMEM:
+        return "out of memory";
+    case KB_EAGAIN:
+        return "a rank thread could not be created";
+    case KB_EBUSY:
+        return "ctx busy, or the calling thread does not hold its baton";
+    case KB_EPERM:
+        return "rank-only call outside a rank, or driver-only call inside one";
+    case KB_ECANCELED:
+        return "this rank is being cancelled";
+    case KB_ESPAWN:
+        return "ranks or the drain failed (see kb_spawn_error)";
+    case KB_EEXITED:
+        return "a rank thread exited without returning from its function";
+    default:
+        break;
+    }
+    if (err < 0 && err > -4096) {
+        /* Any other negative errno value: glibc's static description
+         * (thread-safe, unlike strerror()). */
+        const char *s = strerrordesc_np(-err);
+        if (s)
+            return s;
+    }
+    return "unknown error";
+}
+
+const char *kb_version(void)
+{
+    return KB_VERSION_STRING;
+}

@@ -1,0 +1,108 @@
+/* Waits, completions and the pending queues: the calls both ranks and the
+ * driver side make on a ctx. Each checks its arguments, then who is calling
+ * (ctx.h's ownership rule), then acts. */
+#include <stddef.h>
+
+#include "ctx.h"
+#include "run.h"
+
+int kb_driver_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin)
+{
+    /* The reference's fast path applies on the driver side too. */
+    if (kb_completed_has(&ctx->done, h))
+        return 0;
+    int rc = kb_engine_wait(ctx, h, meta, origin);
+    if (rc != 0)
+        return rc; /* engine codes pass through unchanged; h stays pending */
+    return kb_completed_add(&ctx->done, h);
+}
+
+int kb_wait_meta(kb_ctx *ctx, kb_handle h, void *meta)
+{
+    if (!ctx || !kb_handle_valid(h))
+        return KB_EINVAL;
+    int access = kb_ctx_access(ctx);
+    if (access < 0)
+        return access;
+    if (access == KB_ACCESS_RANK)
+        return kb_rank_wait(kb_self(), h); /* meta is ignored inside a rank */
+    int rc = kb_driver_wait(ctx, h, meta, KB_WAIT_DRIVER);
+    kb_ctx_leave(ctx, access);
+    return rc;
+}
+
+int kb_wait(kb_ctx *ctx, kb_handle h)
+{
+    return kb_wait_meta(ctx, h, NULL);
+}
+
+int kb_enqueue_wait(kb_ctx *ctx, kb_handle h)
+{
+    if (!ctx || !kb_handle_valid(h))
+        return KB_EINVAL;
+    int access = kb_ctx_access(ctx);
+    if (access < 0)
+        return access;
+    int rc = kb_queue_push(&ctx->waits, &h);
+    kb_ctx_leave(ctx, access);
+    return rc;
+}
+
+int kb_complete(kb_ctx *ctx, kb_handle h)
+{
+    if (!ctx || !kb_handle_valid(h))
+        return KB_EINVAL;
+    int access = kb_ctx_access(ctx);
+    if (access < 0)
+        return access;
+    int rc = kb_completed_add(&ctx->done, h);
+    kb_ctx_leave(ctx, access);
+    return rc;
+}
+
+int kb_is_completed(const kb_ctx *ctx, kb_handle h)
+{
+    if (!ctx || !kb_handle_valid(h))
+        return KB_EINVAL;
+    int access = kb_ctx_access(ctx);
+    if (access < 0)
+        return access;
+    int rc = kb_completed_has(&ctx->done, h);
+    kb_ctx_leave(ctx, access);
+    return rc;
+}
+
+int kb_collective_submit(kb_ctx *ctx, kb_handle h, int sip_id, void *meta)
+{
+    if (!ctx || !kb_handle_valid(h))
+        return KB_EINVAL;
+    int access = kb_ctx_access(ctx);
+    if (access < 0)
+        return access;
+    kb_collective c = {.handle = h, .sip_id = sip_id, .meta = meta};
+    int rc = kb_queue_push(&ctx->colls, &c);
+    kb_ctx_leave(ctx, access);
+    return rc;
+}
+
+static size_t pending_copy(const kb_ctx *ctx, const struct kb_queue *q, void *out, size_t cap)
+{
+    if (!ctx || (!out && cap > 0))
+        return 0;
+    int access = kb_ctx_access(ctx);
+    if (access < 0)
+        return 0;
+    size_t n = kb_queue_copy(q, out, cap);
+    kb_ctx_leave(ctx, access);
+    return n;
+}
+
+size_t kb_pending_waits(const kb_ctx *ctx, kb_handle *out, size_t cap)
+{
+    return ctx ? pending_copy(ctx, &ctx->waits, out, cap) : 0;
+}
+
+size_t kb_pending_collectives(const kb_ctx *ctx, kb_collective *out, size_t cap)
+{
+    return ctx ? pending_copy(ctx, &ctx->colls, out, cap) : 0;
+}
