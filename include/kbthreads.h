@@ -52,24 +52,25 @@ extern "C" {
 #endif
 
 /** Library version, kept equal to the CMake project version. */
-#define KB_VERSION_MAJOR 0
-#define KB_VERSION_MINOR 1
-#define KB_VERSION_PATCH 0
+#define KB_VERSION_MAJOR  0
+#define KB_VERSION_MINOR  1
+#define KB_VERSION_PATCH  0
 #define KB_VERSION_STRING "0.1.0"
 
 /* ------------------------------------------------------------------------ */
 /* Errors: negative errno values.                                           */
 /* ------------------------------------------------------------------------ */
 
-#define KB_EINVAL (-EINVAL)       /**< bad argument */
-#define KB_ENOMEM (-ENOMEM)       /**< allocation failed; nothing leaked */
-#define KB_EAGAIN (-EAGAIN)       /**< a rank thread could not be created */
-#define KB_EBUSY (-EBUSY)         /**< ctx busy, or a call from a thread not holding its baton */
-#define KB_EPERM (-EPERM)         /**< rank-only call outside a rank, or driver-only call inside one */
+#define KB_EINVAL    (-EINVAL)    /**< bad argument */
+#define KB_ENOMEM    (-ENOMEM)    /**< allocation failed; nothing leaked */
+#define KB_EAGAIN    (-EAGAIN)    /**< a rank thread could not be created */
+#define KB_EBUSY     (-EBUSY)     /**< ctx busy, or a call from a thread not holding its baton */
+#define KB_EPERM     (-EPERM)     /**< rank-only call outside a rank, or driver-only call inside one */
 #define KB_ECANCELED (-ECANCELED) /**< this rank is being cancelled (RETURN mode, or during an unwind) */
-#define KB_ESPAWN (-10000)        /**< ranks or the drain failed: see kb_spawn_error */
-#define KB_EEXITED (-10001)       /**< recorded for a rank whose thread left its function without
-                                       returning (pthread_exit) */
+#define KB_ESPAWN    (-10000)     /**< ranks or the drain failed: see kb_spawn_error */
+#define KB_EEXITED                                                                                           \
+    (-10001) /**< recorded for a rank whose thread left its function without                                 \
+                  returning (pthread_exit) */
 
 /** A static, human-readable description of err (a KB_E* code, any negative
  *  errno value, or 0). Never NULL. */
@@ -87,7 +88,7 @@ KB_API const char *kb_version(void);
  *  UINT64_MAX are reserved: every call taking a handle answers KB_EINVAL. */
 typedef uint64_t kb_handle;
 
-#define KB_HANDLE_RESERVED_LOW ((kb_handle)0)
+#define KB_HANDLE_RESERVED_LOW  ((kb_handle)0)
 #define KB_HANDLE_RESERVED_HIGH ((kb_handle)UINT64_MAX)
 
 /** Why the engine's wait is being called. */
@@ -312,8 +313,8 @@ KB_API void kb_spawn_error_free(kb_spawn_error *e);
 /**
  * Run fn(rank, arg) for ranks 0..nprocs-1 to completion (join=True).
  *
- * Returns 0; KB_ESPAWN with *err set (err may be NULL) when a rank or the
- * drain failed; or a negative error before any rank ran: KB_EINVAL (NULL
+ * Returns 0; KB_ESPAWN with *err set (err may be NULL; *err is NULL only if
+ * the report itself could not be allocated) when a rank or the drain failed; or a negative error before any rank ran: KB_EINVAL (NULL
  * ctx/fn, nprocs < 0, bad opts), KB_EPERM (called from a rank), KB_EBUSY
  * (ctx busy, or from an engine hook), KB_EAGAIN (a rank thread could not be
  * created), KB_ENOMEM. nprocs 0 is valid (no round, no drain). When it

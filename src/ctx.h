@@ -25,17 +25,17 @@ struct kb_run;
 struct kb_process_context;
 
 struct kb_ctx {
-    kb_engine engine;         /* copied at create; all-NULL without an engine */
-    void *owner;              /* ck_pr: token of the owning thread, NULL = none */
-    struct kb_queue waits;    /* pending worker waits (kb_handle), FIFO */
-    struct kb_queue colls;    /* pending collectives (kb_collective), FIFO */
-    struct kb_completed done; /* completed handles; survives spawns */
-    struct kb_run *run;       /* the live run (kb_spawn, or a pc not finished), or NULL */
+    kb_engine engine;              /* copied at create; all-NULL without an engine */
+    void *owner;                   /* ck_pr: token of the owning thread, NULL = none */
+    struct kb_queue waits;         /* pending worker waits (kb_handle), FIFO */
+    struct kb_queue colls;         /* pending collectives (kb_collective), FIFO */
+    struct kb_completed done;      /* completed handles; survives spawns */
+    struct kb_run *run;            /* the live run (kb_spawn, or a pc not finished), or NULL */
     struct kb_process_context *pc; /* the process context not yet freed, or NULL */
 };
 
 enum kb_access {
-    KB_ACCESS_RANK = 1,   /* a rank of ctx's live spawn, holding the baton */
+    KB_ACCESS_RANK = 1,    /* a rank of ctx's live spawn, holding the baton */
     KB_ACCESS_ENTERED = 2, /* driver side, ownership taken by this call */
     KB_ACCESS_NESTED = 3,  /* driver side, this thread already owned ctx */
 };

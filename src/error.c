@@ -108,7 +108,8 @@ static char *build_message(const kb_rank_error *errors, size_t n, int drain_code
     if (drain_code != 0)
         snprintf(drain, sizeof drain, ": drain failed: engine wait for handle %llu (%s) returned %d",
                  (unsigned long long)drain_handle,
-                 drain_origin == KB_WAIT_COLLECTIVE ? "pending collective" : "pending worker wait", drain_code);
+                 drain_origin == KB_WAIT_COLLECTIVE ? "pending collective" : "pending worker wait",
+                 drain_code);
     char *msg;
     if (n > 0)
         msg = format("spawn failed on ranks [%s]%s%srank %d raised code %d: %s", list, drain,
@@ -124,7 +125,8 @@ kb_spawn_error *kb_spawn_error_build(struct kb_run *run)
     kb_spawn_error *e = kb_calloc(1, sizeof *e);
     if (!e)
         return NULL;
-    e->message = build_message(run->errors, run->nerrors, run->drain_code, run->drain_handle, run->drain_origin);
+    e->message =
+        build_message(run->errors, run->nerrors, run->drain_code, run->drain_handle, run->drain_origin);
     if (!e->message) {
         free(e);
         return NULL;

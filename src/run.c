@@ -90,8 +90,9 @@ static int start_threads(struct kb_run *run)
     int rc = 0;
     for (int i = 0; i < run->nprocs; i++) {
         struct kb_rank *rk = &run->ranks[i];
-        int err = kb__fault_hit(KB_FAULT_THREAD) ? EAGAIN
-                                                 : pthread_create(&rk->thread, &attr, kb_rank_thread_main, rk);
+        int err = kb__fault_hit(KB_FAULT_THREAD)
+                      ? EAGAIN
+                      : pthread_create(&rk->thread, &attr, kb_rank_thread_main, rk);
         if (err != 0) {
             rc = err == ENOMEM ? KB_ENOMEM : KB_EAGAIN;
             join_threads(run, i); /* none of them ran: each leaves at its first wait */
@@ -147,7 +148,8 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
     return 0;
 }
 
-int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts, kb_spawn_error **err)
+int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
+             kb_spawn_error **err)
 {
     if (err)
         *err = NULL;
@@ -238,7 +240,8 @@ static int passed(const struct timespec *deadline)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > deadline->tv_sec || (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
+    return now.tv_sec > deadline->tv_sec ||
+           (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
 }
 
 int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err)

@@ -57,15 +57,15 @@ struct kb_rank {
     struct kb_run *run;
     int index;
     /* (B) scheduler fields */
-    int state;       /* enum kb_rank_state */
-    int cmd;         /* enum kb_cmd, read by the thread when first posted */
-    int prev, next;  /* neighbours in the live list (rank order), -1 = none */
-    int cancelled;   /* set by the driver before it posts this rank to cancel it */
-    int unwinding;   /* set by the rank itself before pthread_exit */
-    int exited;      /* the thread ended (unwound): the driver must join it */
-    int joined;      /* the driver joined the thread */
-    int recorded;    /* a failure of this rank is in run->errors */
-    int susp;        /* enum kb_susp: where it last suspended (for debugging) */
+    int state;      /* enum kb_rank_state */
+    int cmd;        /* enum kb_cmd, read by the thread when first posted */
+    int prev, next; /* neighbours in the live list (rank order), -1 = none */
+    int cancelled;  /* set by the driver before it posts this rank to cancel it */
+    int unwinding;  /* set by the rank itself before pthread_exit */
+    int exited;     /* the thread ended (unwound): the driver must join it */
+    int joined;     /* the driver joined the thread */
+    int recorded;   /* a failure of this rank is in run->errors */
+    int susp;       /* enum kb_susp: where it last suspended (for debugging) */
     kb_handle susp_handle;
     unsigned barrier_gen; /* the barrier generation it waits for to pass */
     pthread_t thread;
@@ -91,19 +91,19 @@ struct kb_run {
     size_t stack_size;
     struct kb_rank *ranks;
     /* (B) scheduler fields */
-    int holder;       /* KB_DRIVER or a rank index */
-    int live_head;    /* first not-finished rank, -1 if none */
-    int nlive;        /* number of not-finished ranks */
-    int stop;         /* enum kb_stop, written by the rank handing to the driver */
-    int failed_rank;  /* with KB_STOP_FAILED */
+    int holder;      /* KB_DRIVER or a rank index */
+    int live_head;   /* first not-finished rank, -1 if none */
+    int nlive;       /* number of not-finished ranks */
+    int stop;        /* enum kb_stop, written by the rank handing to the driver */
+    int failed_rank; /* with KB_STOP_FAILED */
     int barrier_arrived;
     unsigned barrier_gen;
     /* failures in insertion order; capacity nprocs (each rank at most once) */
     kb_rank_error *errors;
     size_t nerrors;
     /* driver-only fields */
-    int failed;       /* the run failed (cancel/abort/clear already done) */
-    int drain_code;   /* the drain's failing engine code, 0 if none */
+    int failed;     /* the run failed (cancel/abort/clear already done) */
+    int drain_code; /* the drain's failing engine code, 0 if none */
     kb_handle drain_handle;
     kb_wait_origin drain_origin;
 };

@@ -1,0 +1,53 @@
+# Thin wrapper over CMake. `make demo` and `make test` do all set-up on a
+# fresh Debian machine: missing packages are installed with apt-get when run
+# as root (otherwise the command to run is printed).
+
+BUILD   ?= build
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+DEMO_ARGS ?=
+
+DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind
+
+.PHONY: all deps build demo test test-fast clean help
+
+all: build
+
+help:
+	@echo "make demo       build and run the demo (ring all-reduce over 8 simulated ranks)"
+	@echo "make test       build and run the whole suite, then again under Valgrind memcheck"
+	@echo "make test-fast  the suite without the Valgrind pass"
+	@echo "make clean      remove $(BUILD)/"
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else \
+	    echo "missing Debian packages; run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DKB_VALGRIND_TESTS=ON $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./$(BUILD)/examples/kbdemo $(DEMO_ARGS)
+
+test-fast: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE valgrind
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE valgrind
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L valgrind
+
+clean:
+	rm -rf $(BUILD)
