@@ -100,6 +100,7 @@ static char *build_message(const kb_rank_error *errors, size_t n, int drain_code
         return NULL;
     }
     size_t len = 0;
+    list[0] = '\0';
     for (size_t i = 0; i < n; i++)
         len += (size_t)snprintf(list + len, cap - len, "%s%d", i ? ", " : "", ranks[i]);
     free(ranks);
