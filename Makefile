@@ -7,9 +7,12 @@ JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 DEMO_ARGS ?=
 
-DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind
+DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen
 
-.PHONY: all deps build demo test test-fast clean help
+.PHONY: all deps build demo test test-fast docs format format-check install clean help
+
+PREFIX ?= /usr/local
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find include src tests examples -name '*.[ch]')
 
 all: build
 
@@ -17,6 +20,9 @@ help:
 	@echo "make demo       build and run the demo (ring all-reduce over 8 simulated ranks)"
 	@echo "make test       build and run the whole suite, then again under Valgrind memcheck"
 	@echo "make test-fast  the suite without the Valgrind pass"
+	@echo "make docs       API reference (HTML, man) in $(BUILD)/docs, Doxygen warnings as errors"
+	@echo "make install    install under PREFIX (default /usr/local)"
+	@echo "make format-check / make format   clang-format check / rewrite"
 	@echo "make clean      remove $(BUILD)/"
 
 deps:
@@ -45,9 +51,21 @@ demo: build
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE valgrind
 
-test: build
+test: build format-check docs
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE valgrind
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L valgrind
+
+docs: build
+	cmake --build $(BUILD) --target docs
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+format-check: deps
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+format: deps
+	clang-format -i $(FORMAT_FILES)
 
 clean:
 	rm -rf $(BUILD)

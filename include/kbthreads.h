@@ -1,5 +1,6 @@
-/*
- * kbthreads.h - a threaded deterministic scheduler using a baton-passing handoff.
+/**
+ * @file kbthreads.h
+ * @brief libkbthreads: a threaded deterministic scheduler using a baton-passing handoff.
  *
  * kb_spawn() runs fn(rank, arg) for nprocs ranks. Every rank runs on its own
  * OS thread with a native stack, but a baton lets exactly one thread run at a
@@ -33,6 +34,7 @@
 extern "C" {
 #endif
 
+/** @cond KB_INTERNAL */
 #if defined(__GNUC__) && defined(KB_BUILDING_LIBRARY)
 #define KB_API __attribute__((visibility("default")))
 #else
@@ -50,12 +52,13 @@ extern "C" {
 #else
 #define KB_NORETURN _Noreturn
 #endif
+/** @endcond */
 
-/** Library version, kept equal to the CMake project version. */
-#define KB_VERSION_MAJOR  0
-#define KB_VERSION_MINOR  1
-#define KB_VERSION_PATCH  0
-#define KB_VERSION_STRING "0.1.0"
+/* The version is defined here only; CMake reads it from these lines. */
+#define KB_VERSION_MAJOR  0       /**< major version: changes break the API or ABI */
+#define KB_VERSION_MINOR  1       /**< minor version: additions */
+#define KB_VERSION_PATCH  0       /**< patch version: fixes */
+#define KB_VERSION_STRING "0.1.0" /**< "MAJOR.MINOR.PATCH", what kb_version() returns */
 
 /* ------------------------------------------------------------------------ */
 /* Errors: negative errno values.                                           */
@@ -88,8 +91,8 @@ KB_API const char *kb_version(void);
  *  UINT64_MAX are reserved: every call taking a handle answers KB_EINVAL. */
 typedef uint64_t kb_handle;
 
-#define KB_HANDLE_RESERVED_LOW  ((kb_handle)0)
-#define KB_HANDLE_RESERVED_HIGH ((kb_handle)UINT64_MAX)
+#define KB_HANDLE_RESERVED_LOW  ((kb_handle)0)          /**< reserved handle value (KB_EINVAL) */
+#define KB_HANDLE_RESERVED_HIGH ((kb_handle)UINT64_MAX) /**< reserved handle value (KB_EINVAL) */
 
 /** Why the engine's wait is being called. */
 typedef enum kb_wait_origin {
@@ -195,9 +198,9 @@ KB_API int kb_collective_submit(kb_ctx *ctx, kb_handle h, int sip_id, void *meta
 
 /** One pending collective. */
 typedef struct kb_collective {
-    kb_handle handle;
-    int sip_id;
-    void *meta;
+    kb_handle handle; /**< the handle drain phase (b) completes */
+    int sip_id;       /**< the submitter's id, passed through unchanged */
+    void *meta;       /**< passed to the engine's wait (KB_WAIT_COLLECTIVE) */
 } kb_collective;
 
 /** Copy up to cap pending worker waits, oldest first, into out (which may be
@@ -286,9 +289,9 @@ typedef struct kb_spawn_opts {
 /** One root-cause rank. message is never NULL and lives as long as the
  *  kb_spawn_error it came from. */
 typedef struct kb_rank_error {
-    int rank;
-    int code;
-    const char *message;
+    int rank;            /**< the root-cause rank */
+    int code;            /**< its failure code (a nonzero return, or the kb_raise/kb_fail code) */
+    const char *message; /**< the kb_raise/kb_fail text, or "rank function returned <code>" */
 } kb_rank_error;
 
 /** The report of a failed spawn (KB_ESPAWN). */

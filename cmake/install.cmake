@@ -1,0 +1,30 @@
+# Installation: header, shared library (SONAME libkbthreads.so.<major>),
+# static library, pkg-config file, CMake package, API docs when built.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS kbthreads kbthreads_static EXPORT kbthreadsTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/include/kbthreads.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(KB_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/kbthreads)
+install(EXPORT kbthreadsTargets NAMESPACE kbthreads:: DESTINATION ${KB_CMAKE_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kbthreadsConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/kbthreadsConfig.cmake INSTALL_DESTINATION ${KB_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/kbthreadsConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/kbthreadsConfig.cmake ${PROJECT_BINARY_DIR}/kbthreadsConfigVersion.cmake
+  DESTINATION ${KB_CMAKE_DIR})
+
+# The .pc file finds its prefix relative to itself, so `cmake --install
+# --prefix X` (or `make install PREFIX=X`) gives a working file anywhere.
+file(RELATIVE_PATH KB_PC_RELATIVE_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
+string(REGEX REPLACE "/$" "" KB_PC_RELATIVE_PREFIX "${KB_PC_RELATIVE_PREFIX}")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/kbthreads.pc.in ${PROJECT_BINARY_DIR}/kbthreads.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/kbthreads.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# API reference (built by the `docs` target; installed when present).
+install(DIRECTORY ${PROJECT_BINARY_DIR}/docs/html DESTINATION ${CMAKE_INSTALL_DOCDIR} OPTIONAL)
+install(DIRECTORY ${PROJECT_BINARY_DIR}/docs/man/ DESTINATION ${CMAKE_INSTALL_MANDIR} OPTIONAL)
