@@ -27,6 +27,7 @@
 #define KBTHREADS_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -277,14 +278,38 @@ typedef enum kb_cancel_mode {
     KB_CANCEL_RETURN = 1  /**< kb_yield/kb_wait/kb_barrier return KB_ECANCELED */
 } kb_cancel_mode;
 
-/** Spawn options. All-zero or NULL = defaults. */
+/** Spawn options. All-zero or NULL = defaults. Later versions add fields:
+ *  initialise with designated initializers or `= {0}` (C), `{}` (C++). */
 typedef struct kb_spawn_opts {
     /** Stack size of each rank thread; 0 = the platform default. Below
      *  PTHREAD_STACK_MIN: KB_EINVAL. */
     size_t stack_size;
     /** KB_CANCEL_UNWIND (default) or KB_CANCEL_RETURN; others: KB_EINVAL. */
     kb_cancel_mode cancel_mode;
+    /** Stall watchdog: when one rank has held the baton longer than this
+     *  many milliseconds, the driver prints once per stall, on stderr, which
+     *  rank, for how long, and that thread's backtrace (taken by signalling
+     *  the thread with KB_STALL_SIGNAL; a sleep it is in returns early with
+     *  EINTR), then keeps waiting (or aborts, see stall_abort). 0 = off,
+     *  unless the environment sets KB_STALL_MS. Only ranks are watched: a
+     *  slow engine hook runs on the driver itself. */
+    unsigned stall_ms;
+    /** With the watchdog on: abort() after reporting a stall. 0 = keep
+     *  waiting, unless the environment sets KB_STALL_ABORT=1. */
+    int stall_abort;
+    /** Crash report: on SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT in a rank
+     *  thread, print "kbthreads: rank 3 (kb-rank-3) crashed: SIGSEGV" and a
+     *  backtrace on stderr, then re-raise with the default action (core
+     *  dumps still happen). The handlers are installed process-wide on the
+     *  first spawn that asks and stay; signals in other threads go to the
+     *  handler that was there before. 0 = off, unless the environment sets
+     *  KB_CRASH_REPORT=1. */
+    int crash_report;
 } kb_spawn_opts;
+
+/** The signal the stall watchdog sends to a stalled rank thread to print its
+ *  backtrace: SIGRTMIN + 3, a real-time signal glibc leaves to programs. */
+#define KB_STALL_SIGNAL (SIGRTMIN + 3)
 
 /** One root-cause rank. message is never NULL and lives as long as the
  *  kb_spawn_error it came from. */
@@ -317,11 +342,10 @@ KB_API void kb_spawn_error_free(kb_spawn_error *e);
  * Run fn(rank, arg) for ranks 0..nprocs-1 to completion (join=True).
  *
  * Returns 0; KB_ESPAWN with *err set (err may be NULL; *err is NULL only if
- * the report itself could not be allocated) when a rank or the drain failed; or a negative error before any rank ran: KB_EINVAL (NULL
- * ctx/fn, nprocs < 0, bad opts), KB_EPERM (called from a rank), KB_EBUSY
- * (ctx busy, or from an engine hook), KB_EAGAIN (a rank thread could not be
- * created), KB_ENOMEM. nprocs 0 is valid (no round, no drain). When it
- * returns no rank runs or waits any more.
+ * the report itself could not be allocated) when a rank or the drain failed; or a negative error before any
+ * rank ran: KB_EINVAL (NULL ctx/fn, nprocs < 0, bad opts), KB_EPERM (called from a rank), KB_EBUSY (ctx busy,
+ * or from an engine hook), KB_EAGAIN (a rank thread could not be created), KB_ENOMEM. nprocs 0 is valid (no
+ * round, no drain). When it returns no rank runs or waits any more.
  */
 KB_API int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
                     kb_spawn_error **err);

@@ -84,7 +84,18 @@ void kb_slot_post(struct kb_slot *s)
     ck_ec32_inc(&s->ec, &kb_ec_mode);
 }
 
-void kb_slot_wait(struct kb_slot *s)
+/* ck_ec sleeps in growing partial deadlines that it does not clamp to the
+ * caller's deadline; this predicate does, so a timed wait never oversleeps
+ * (the predicate may lower the partial deadline passed to wait32). */
+static int clamp_to_deadline(const struct ck_ec_wait_state *st, struct timespec *partial)
+{
+    const struct timespec *d = st->data;
+    if (d->tv_sec < partial->tv_sec || (d->tv_sec == partial->tv_sec && d->tv_nsec < partial->tv_nsec))
+        *partial = *d;
+    return 0;
+}
+
+int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline)
 {
     for (;;) {
         uint32_t v = ck_ec32_value(&s->ec);
@@ -92,9 +103,18 @@ void kb_slot_wait(struct kb_slot *s)
             /* Exactly one post per wait (the poster held the baton), so the
              * counter moved by one; 31-bit wrap-around is harmless. */
             s->seen = v;
-            break;
+            kb_hb_acquire(&s->ec);
+            return 0;
         }
-        ck_ec32_wait(&s->ec, &kb_ec_mode, s->seen, NULL);
+        int r = deadline ? ck_ec32_wait_pred(&s->ec, &kb_ec_mode, s->seen, clamp_to_deadline,
+                                             (void *)deadline, deadline)
+                         : ck_ec32_wait(&s->ec, &kb_ec_mode, s->seen, NULL);
+        if (r != 0 && ck_ec32_value(&s->ec) == s->seen)
+            return -1;
     }
-    kb_hb_acquire(&s->ec);
+}
+
+void kb_slot_wait(struct kb_slot *s)
+{
+    kb_slot_wait_until(s, NULL);
 }

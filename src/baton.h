@@ -23,6 +23,7 @@
 
 #include <ck_ec.h>
 #include <stdint.h>
+#include <time.h>
 
 #define KB_CACHELINE 64
 
@@ -37,5 +38,9 @@ void kb_slot_init(struct kb_slot *s);
 void kb_slot_post(struct kb_slot *s);
 /* Owner only: block until the slot is posted, then hold the baton. */
 void kb_slot_wait(struct kb_slot *s);
+/* Owner only: the same, but give up at the absolute CLOCK_MONOTONIC time
+ * deadline: 0 = posted (the caller holds the baton), -1 = timed out (it
+ * does not; call again). */
+int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "run.h"
 
@@ -101,8 +102,13 @@ static void rank_run(struct kb_rank *rk)
     pthread_cleanup_push(rank_unwound, rk);
     rc = rk->run->fn(rk->index, rk->run->arg);
     pthread_cleanup_pop(0);
-    if (rc != 0 && !(rc == KB_ECANCELED && rk->cancelled))
+    if (rk->unwinding) {
+        /* The rank left an unwind (kb_raise or cancellation) with longjmp
+         * and returned: it must not look like a clean finish. */
+        kb_record_failure_text(rk, KB_EEXITED, "rank escaped its unwind (longjmp) and returned");
+    } else if (rc != 0 && !(rc == KB_ECANCELED && rk->cancelled)) {
         kb_record_failure_text(rk, rc, NULL);
+    }
     rank_finish(rk);
 }
 
@@ -114,6 +120,8 @@ void *kb_rank_thread_main(void *arg)
      * truncated by snprintf rather than refused by the kernel. */
     snprintf(name, sizeof name, "kb-rank-%d", rk->index);
     pthread_setname_np(pthread_self(), name);
+    rk->tid = gettid();
+    kb_crash_altstack(rk);
 
     kb_slot_wait(&rk->slot); /* the first turn, or teardown before it */
     if (rk->cmd == KB_CMD_RUN) {

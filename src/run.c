@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "run.h"
@@ -19,6 +20,40 @@ static void *aligned_zalloc(size_t n)
         return NULL;
     memset(p, 0, n);
     return p;
+}
+
+/* A non-negative integer from the environment, or -1 when unset. A value
+ * that is not one is ignored with a warning (once per spawn). */
+static long env_number(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return -1;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 0 || n > (long)UINT_MAX) {
+        fprintf(stderr, "kbthreads: ignoring %s=%s (not a non-negative integer)\n", name, v);
+        return -1;
+    }
+    return n;
+}
+
+/* The debugging options: the spawn's own values, else the environment's. */
+static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
+{
+    long n;
+    run->stall_ms = opts ? opts->stall_ms : 0;
+    if (!run->stall_ms && (n = env_number("KB_STALL_MS")) > 0)
+        run->stall_ms = (unsigned)n;
+    run->stall_abort = opts ? opts->stall_abort : 0;
+    if (!run->stall_abort && env_number("KB_STALL_ABORT") > 0)
+        run->stall_abort = 1;
+    run->crash_report = opts ? opts->crash_report : 0;
+    if (!run->crash_report && env_number("KB_CRASH_REPORT") > 0)
+        run->crash_report = 1;
+    size_t min = (size_t)sysconf(_SC_SIGSTKSZ);
+    run->altstack_size = min > 65536 ? min : 65536;
 }
 
 static int check_spawn_args(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const kb_spawn_opts *opts)
@@ -68,12 +103,15 @@ static void run_free(struct kb_run *run)
 {
     if (run->errors)
         kb_rank_errors_free(run->errors, run->nerrors);
+    for (int i = 0; run->ranks && i < run->nprocs; i++)
+        free(run->ranks[i].altstack);
     free(run->ranks);
     free(run);
 }
 
 void kb_run_destroy(struct kb_run *run)
 {
+    kb_registry_remove(run);
     join_threads(run, run->nprocs);
     run_free(run);
 }
@@ -116,6 +154,7 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
     run->nprocs = nprocs;
     run->cancel_mode = opts ? opts->cancel_mode : KB_CANCEL_UNWIND;
     run->stack_size = opts ? opts->stack_size : 0;
+    resolve_debug_options(run, opts);
     run->holder = KB_DRIVER;
     run->live_head = nprocs > 0 ? 0 : -1;
     run->nlive = nprocs;
@@ -124,6 +163,13 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
         run->ranks = aligned_zalloc((size_t)nprocs * sizeof *run->ranks);
         run->errors = kb_calloc((size_t)nprocs, sizeof *run->errors);
         if (!run->ranks || !run->errors) {
+            run_free(run);
+            return KB_ENOMEM;
+        }
+    }
+    for (int i = 0; i < nprocs && run->crash_report; i++) {
+        run->ranks[i].altstack = kb_malloc(run->altstack_size);
+        if (!run->ranks[i].altstack) {
             run_free(run);
             return KB_ENOMEM;
         }
@@ -141,6 +187,12 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
         run_free(run);
         return rc;
     }
+    run->driver_tid = gettid();
+    if (run->stall_ms)
+        kb_watch_setup(run);
+    if (run->crash_report)
+        kb_crash_report_install();
+    kb_registry_add(run);
     /* Every rank exists; bind them all before any runs. */
     for (int i = 0; i < nprocs; i++)
         kb_engine_bind(ctx, i);
@@ -261,6 +313,7 @@ int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err)
         kb_ctx_exit(ctx);
         return pc->result;
     }
+    run->driver_tid = gettid();
     struct timespec deadline;
     if (timeout_ms >= 0)
         deadline = deadline_after(timeout_ms);

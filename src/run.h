@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "baton.h"
@@ -67,9 +68,10 @@ struct kb_rank {
     int recorded;   /* a failure of this rank is in run->errors */
     int susp;       /* enum kb_susp: where it last suspended (for debugging) */
     kb_handle susp_handle;
-    unsigned barrier_gen; /* the barrier generation it waits for to pass */
     pthread_t thread;
     int has_thread;
+    pid_t tid;      /* kernel thread id, written by the thread itself (debuggers) */
+    void *altstack; /* the crash report's signal stack, or NULL */
 };
 
 /* A kb_start()ed spawn. It outlives its run: once the run finished (threads
@@ -106,6 +108,17 @@ struct kb_run {
     int drain_code; /* the drain's failing engine code, 0 if none */
     kb_handle drain_handle;
     kb_wait_origin drain_origin;
+    pid_t driver_tid; /* the thread driving now or last (debuggers) */
+    /* options resolved against the environment */
+    unsigned stall_ms; /* 0 = no watchdog */
+    int stall_abort;
+    int crash_report;
+    size_t altstack_size;
+    /* the watchdog's turn stamps (ck_pr; see watchdog.c) */
+    uint64_t turn_seq;
+    uint64_t turn_ns;
+    /* the registry of live runs (registry.c), under its lock */
+    struct kb_run *reg_prev, *reg_next;
 };
 
 /* The rank the calling thread runs, or NULL. */
@@ -150,6 +163,22 @@ void kb_rank_errors_free(kb_rank_error *errors, size_t n);
 
 /* Build the report of a failed run; NULL if allocation failed. */
 kb_spawn_error *kb_spawn_error_build(struct kb_run *run);
+
+/* The registry of live runs, which debuggers walk (the gdb extension reads
+ * kb_live_runs). Driver only; the lock orders it with other drivers. */
+void kb_registry_add(struct kb_run *run);
+void kb_registry_remove(struct kb_run *run);
+
+/* The stall watchdog (watchdog.c). */
+void kb_watch_setup(struct kb_run *run);
+void kb_watch_stamp(struct kb_run *run);
+/* Driver: wait for the baton, reporting stalls. */
+void kb_watch_wait(struct kb_run *run);
+
+/* The crash report (crash.c). */
+void kb_crash_report_install(void);
+/* Rank thread: run signal handlers on rk->altstack. */
+void kb_crash_altstack(struct kb_rank *rk);
 
 /* The rank thread's start routine. */
 void *kb_rank_thread_main(void *arg);

@@ -10,13 +10,17 @@
  * per turn, plus one back to the driver per round). A failing rank hands it
  * to the driver at once, which skips the rest of the round and the drain.
  */
+#include <ck_pr.h>
 #include <pthread.h>
 
 #include "run.h"
 
 void kb_handoff(struct kb_run *run, int to)
 {
-    run->holder = to;
+    /* A ck_pr store: the watchdog reads the holder without the baton. */
+    ck_pr_store_int(&run->holder, to);
+    if (run->stall_ms)
+        kb_watch_stamp(run);
     kb_slot_post(to == KB_DRIVER ? &run->driver_slot : &run->ranks[to].slot);
 }
 
@@ -43,7 +47,10 @@ void kb_barrier_check(struct kb_run *run)
 /* Driver: take the baton back. */
 static void driver_wait(struct kb_run *run)
 {
-    kb_slot_wait(&run->driver_slot);
+    if (run->stall_ms)
+        kb_watch_wait(run);
+    else
+        kb_slot_wait(&run->driver_slot);
 }
 
 /* Driver: a rank thread that unwound is joined before anything else runs,

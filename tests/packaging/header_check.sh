@@ -12,14 +12,26 @@ cat > "$tmp/use.c" <<'SRC'
 static int fn(int rank, void *arg) { (void)arg; return rank < 0 ? kb_yield() : 0; }
 int main(void)
 {
-    kb_spawn_opts o = {0, KB_CANCEL_RETURN};
+    kb_spawn_opts o = {.cancel_mode = KB_CANCEL_RETURN};
     kb_engine e = {0, 0, 0, 0};
     kb_rank_fn f = fn;
     (void)o; (void)e; (void)f;
     return kb_strerror(KB_ESPAWN) == 0;
 }
 SRC
-cp "$tmp/use.c" "$tmp/use.cpp"
+cat > "$tmp/use.cpp" <<'SRC'
+#include <kbthreads.h>
+static int fn(int rank, void *) { return rank < 0 ? kb_yield() : 0; }
+int main()
+{
+    kb_spawn_opts o{};
+    o.cancel_mode = KB_CANCEL_RETURN;
+    kb_engine e{};
+    kb_rank_fn f = fn;
+    (void)o; (void)e; (void)f;
+    return kb_strerror(KB_ESPAWN) == nullptr;
+}
+SRC
 fail=0
 check() {
     if "$@" -fsyntax-only -Wall -Wextra -pedantic -Werror -I"$inc" 2>"$tmp/err"; then

@@ -1,0 +1,143 @@
+/*
+ * The crash report (kb_spawn_opts.crash_report, KB_CRASH_REPORT=1).
+ *
+ * Handlers for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT are installed
+ * process-wide once and stay. In a rank thread the handler writes
+ * "kbthreads: rank 3 (kb-rank-3) crashed: SIGSEGV" and a backtrace to
+ * stderr, restores the default action and re-raises, so the process dies
+ * of the same signal and core dumps still happen. In any other thread it
+ * hands the signal to the handler that was installed before. Rank threads
+ * run the handler on an alternate stack, so a stack overflow is reported
+ * too. Everything in the handler is async-signal-safe (write, backtrace
+ * after a warm-up, sigaction, raise).
+ */
+#include <execinfo.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "run.h"
+
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+#define NSIG_CRASH (int)(sizeof crash_signals / sizeof crash_signals[0])
+static struct sigaction previous[NSIG_CRASH];
+static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+
+static const char *signame(int sig)
+{
+    switch (sig) {
+    case SIGSEGV:
+        return "SIGSEGV";
+    case SIGBUS:
+        return "SIGBUS";
+    case SIGFPE:
+        return "SIGFPE";
+    case SIGILL:
+        return "SIGILL";
+    case SIGABRT:
+        return "SIGABRT";
+    default:
+        return "signal";
+    }
+}
+
+/* Append s to buf (async-signal-safe string building). */
+static size_t put(char *buf, size_t len, size_t cap, const char *s)
+{
+    while (*s && len + 1 < cap)
+        buf[len++] = *s++;
+    return len;
+}
+
+static size_t put_int(char *buf, size_t len, size_t cap, int v)
+{
+    char digits[12];
+    int n = 0;
+    unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0 && len + 1 < cap)
+        buf[len++] = '-';
+    while (n > 0 && len + 1 < cap)
+        buf[len++] = digits[--n];
+    return len;
+}
+
+static int index_of(int sig)
+{
+    for (int i = 0; i < NSIG_CRASH; i++)
+        if (crash_signals[i] == sig)
+            return i;
+    return -1;
+}
+
+static void crash_handler(int sig, siginfo_t *info, void *uctx)
+{
+    int i = index_of(sig);
+    int rank = kb_rank();
+    if (rank < 0) {
+        /* Not a rank: behave as if we were never installed. */
+        struct sigaction *old = &previous[i];
+        if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+            old->sa_sigaction(sig, info, uctx);
+            return;
+        }
+        if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+            old->sa_handler(sig);
+            return;
+        }
+        if (old->sa_handler == SIG_IGN)
+            return;
+    } else {
+        char line[128];
+        size_t n = 0;
+        n = put(line, n, sizeof line, "kbthreads: rank ");
+        n = put_int(line, n, sizeof line, rank);
+        n = put(line, n, sizeof line, " (kb-rank-");
+        n = put_int(line, n, sizeof line, rank);
+        n = put(line, n, sizeof line, ") crashed: ");
+        n = put(line, n, sizeof line, signame(sig));
+        n = put(line, n, sizeof line, "\n");
+        ssize_t w = write(2, line, n);
+        (void)w;
+        void *frames[64];
+        int depth = backtrace(frames, 64);
+        backtrace_symbols_fd(frames, depth, 2);
+    }
+    /* Default action, delivered when this handler returns. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    raise(sig);
+}
+
+static void install(void)
+{
+    void *warm[1];
+    backtrace(warm, 1); /* loads libgcc_s now, not inside the handler */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = crash_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    for (int i = 0; i < NSIG_CRASH; i++)
+        sigaction(crash_signals[i], &sa, &previous[i]);
+}
+
+void kb_crash_report_install(void)
+{
+    pthread_once(&install_once, install);
+}
+
+void kb_crash_altstack(struct kb_rank *rk)
+{
+    if (!rk->altstack)
+        return;
+    stack_t ss = {.ss_sp = rk->altstack, .ss_size = rk->run->altstack_size, .ss_flags = 0};
+    sigaltstack(&ss, NULL);
+}

@@ -1,0 +1,114 @@
+/*
+ * The stall watchdog (kb_spawn_opts.stall_ms, KB_STALL_MS).
+ *
+ * With the watchdog on, every handoff stamps the run with a turn number and
+ * the time it started (kb_watch_stamp). The driver, instead of sleeping on
+ * its slot without limit, sleeps until the current turn is stall_ms old;
+ * if the turn has not changed by then it reports the holder once (rank,
+ * time held, and the holder's own backtrace, printed by a signal handler on
+ * that thread) and goes on waiting, or aborts when asked. The turn stamps
+ * are ck_pr words: the driver reads them without holding the baton.
+ */
+#include <ck_pr.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "run.h"
+
+static sem_t bt_done;
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+
+/* Runs on the stalled thread: backtrace_symbols_fd writes straight to the
+ * fd without malloc; sem_post is async-signal-safe. */
+static void bt_handler(int sig)
+{
+    (void)sig;
+    void *frames[64];
+    int n = backtrace(frames, 64);
+    backtrace_symbols_fd(frames, n, 2);
+    sem_post(&bt_done);
+}
+
+static void install(void)
+{
+    void *warm[1];
+    backtrace(warm, 1); /* loads libgcc_s now, not inside the handler */
+    sem_init(&bt_done, 0, 0);
+    struct sigaction sa = {0};
+    sa.sa_handler = bt_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(KB_STALL_SIGNAL, &sa, NULL);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static struct timespec to_timespec(uint64_t ns)
+{
+    struct timespec t = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+    return t;
+}
+
+void kb_watch_setup(struct kb_run *run)
+{
+    pthread_once(&install_once, install);
+    kb_watch_stamp(run);
+}
+
+void kb_watch_stamp(struct kb_run *run)
+{
+    ck_pr_store_64(&run->turn_ns, now_ns());
+    ck_pr_inc_64(&run->turn_seq);
+}
+
+static void report(struct kb_run *run, int rank, uint64_t held_ns)
+{
+    pthread_mutex_lock(&report_lock);
+    fprintf(stderr,
+            "kbthreads: stall: rank %d (kb-rank-%d) has held the baton for %llu ms (limit %u ms); its "
+            "backtrace:\n",
+            rank, rank, (unsigned long long)(held_ns / 1000000u), run->stall_ms);
+    fflush(stderr);
+    if (pthread_kill(run->ranks[rank].thread, KB_STALL_SIGNAL) == 0) {
+        struct timespec until = to_timespec((uint64_t)time(NULL) * 1000000000u + 2000000000u);
+        until.tv_nsec = 0;
+        while (sem_timedwait(&bt_done, &until) != 0 && errno == EINTR)
+            ;
+    }
+    fprintf(stderr, "kbthreads: stall: still waiting for rank %d%s\n", rank,
+            run->stall_abort ? "; aborting (stall_abort)" : "");
+    pthread_mutex_unlock(&report_lock);
+}
+
+void kb_watch_wait(struct kb_run *run)
+{
+    uint64_t reported = 0; /* turn numbers start at 1 */
+    for (;;) {
+        uint64_t seq = ck_pr_load_64(&run->turn_seq);
+        uint64_t start = ck_pr_load_64(&run->turn_ns);
+        uint64_t limit = (uint64_t)run->stall_ms * 1000000u;
+        struct timespec deadline = to_timespec(seq == reported ? now_ns() + limit : start + limit);
+        if (kb_slot_wait_until(&run->driver_slot, &deadline) == 0)
+            return;
+        if (ck_pr_load_64(&run->turn_seq) != seq || seq == reported)
+            continue;
+        int holder = ck_pr_load_int(&run->holder);
+        if (holder == KB_DRIVER)
+            continue;
+        report(run, holder, now_ns() - start);
+        reported = seq;
+        if (run->stall_abort)
+            abort();
+    }
+}
