@@ -305,7 +305,17 @@ typedef struct kb_spawn_opts {
      *  handler that was there before. 0 = off, unless the environment sets
      *  KB_CRASH_REPORT=1. */
     int crash_report;
+    /** 0 (default): threads run wherever the OS puts them.
+     *  KB_AFFINITY_ONE_CPU: pin every rank thread and the driver to the CPU
+     *  the driver is on when the spawn starts (only one runs at a time, so
+     *  nothing is lost, and a handoff stays on one CPU's caches); the
+     *  driver's own affinity is restored when kb_spawn/kb_join returns.
+     *  Other values: KB_EINVAL. */
+    int affinity;
 } kb_spawn_opts;
+
+/** kb_spawn_opts.affinity: everything on the driver's CPU. */
+#define KB_AFFINITY_ONE_CPU 1
 
 /** The signal the stall watchdog sends to a stalled rank thread to print its
  *  backtrace: SIGRTMIN + 3, a real-time signal glibc leaves to programs. */

@@ -134,10 +134,10 @@ void kb_crash_report_install(void)
     pthread_once(&install_once, install);
 }
 
-void kb_crash_altstack(struct kb_rank *rk)
+void kb_crash_altstack(struct kb_worker *w)
 {
-    if (!rk->altstack)
+    if (!w->altstack || w->altstack_on)
         return;
-    stack_t ss = {.ss_sp = rk->altstack, .ss_size = rk->run->altstack_size, .ss_flags = 0};
-    sigaltstack(&ss, NULL);
+    stack_t ss = {.ss_sp = w->altstack, .ss_size = w->altstack_size, .ss_flags = 0};
+    w->altstack_on = sigaltstack(&ss, NULL) == 0;
 }

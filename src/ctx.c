@@ -7,6 +7,7 @@
 #include "alloc.h"
 #include "annotate.h"
 #include "run.h"
+#include "worker.h"
 
 /* A byte whose address identifies the calling thread while it lives. */
 static _Thread_local char tls_token;
@@ -57,6 +58,7 @@ int kb_ctx_destroy(kb_ctx *ctx)
         kb_ctx_exit(ctx);
         return KB_EBUSY;
     }
+    kb_pool_drain(ctx); /* joins every parked thread */
     kb_queue_free(&ctx->waits);
     kb_queue_free(&ctx->colls);
     kb_completed_free(&ctx->done);

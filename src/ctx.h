@@ -22,6 +22,7 @@
 #include "queue.h"
 
 struct kb_run;
+struct kb_worker;
 struct kb_process_context;
 
 struct kb_ctx {
@@ -32,6 +33,9 @@ struct kb_ctx {
     struct kb_completed done;      /* completed handles; survives spawns */
     struct kb_run *run;            /* the live run (kb_spawn, or a pc not finished), or NULL */
     struct kb_process_context *pc; /* the process context not yet freed, or NULL */
+    struct kb_worker *pool;        /* parked workers, kept between spawns */
+    size_t pool_len;
+    size_t pool_stack_size; /* their stack size (all the same) */
 };
 
 enum kb_access {

@@ -46,7 +46,7 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
     rk->susp = susp;
     rk->susp_handle = h;
     pass_on(rk, rk->next);
-    kb_slot_wait(&rk->slot);
+    kb_slot_wait(&rk->w->slot);
     rk->susp = KB_SUSP_NONE;
     if (!rk->cancelled)
         return 0;
@@ -79,11 +79,11 @@ static void rank_finish(struct kb_rank *rk)
     }
 }
 
-/* Outermost cleanup handler of every rank thread: runs last when the thread
+/* Outermost cleanup handler of every rank: runs last when the thread
  * unwinds (kb_raise, cancellation in UNWIND mode, or the rank function
- * calling pthread_exit itself), after the user's handlers. The driver joins
- * the thread before it goes on, so nothing of this thread overlaps the
- * next holder. */
+ * calling pthread_exit itself), after the user's handlers. The thread then
+ * ends; the driver joins it before it goes on, so nothing of this thread
+ * overlaps the next holder. */
 static void rank_unwound(void *arg)
 {
     struct kb_rank *rk = arg;
@@ -92,15 +92,24 @@ static void rank_unwound(void *arg)
         rk->unwinding = 1;
         kb_record_failure_text(rk, KB_EEXITED, "rank thread exited without returning (pthread_exit)");
     }
-    rk->exited = 1;
+    rk->w->exited = 1;
     rank_finish(rk);
 }
 
-static void rank_run(struct kb_rank *rk)
+void kb_rank_run(struct kb_worker *w, struct kb_rank *rk)
 {
+    struct kb_run *run = rk->run;
+    rk->tid = gettid();
+    if (run->affinity == KB_AFFINITY_ONE_CPU ? w->pinned_cpu != run->cpu : w->pinned_cpu >= 0)
+        kb_worker_pin(w, run->affinity == KB_AFFINITY_ONE_CPU ? run->cpu : -1);
+    if (run->crash_report)
+        kb_crash_altstack(w);
+    tls_self = rk;
+    rk->state = KB_RS_STARTED;
+
     int rc;
     pthread_cleanup_push(rank_unwound, rk);
-    rc = rk->run->fn(rk->index, rk->run->arg);
+    rc = run->fn(rk->index, run->arg);
     pthread_cleanup_pop(0);
     if (rk->unwinding) {
         /* The rank left an unwind (kb_raise or cancellation) with longjmp
@@ -110,28 +119,6 @@ static void rank_run(struct kb_rank *rk)
         kb_record_failure_text(rk, rc, NULL);
     }
     rank_finish(rk);
-}
-
-void *kb_rank_thread_main(void *arg)
-{
-    struct kb_rank *rk = arg;
-    char name[16];
-    /* "kb-rank-" + up to 7 digits fits the 15-byte limit; larger ranks are
-     * truncated by snprintf rather than refused by the kernel. */
-    snprintf(name, sizeof name, "kb-rank-%d", rk->index);
-    pthread_setname_np(pthread_self(), name);
-    rk->tid = gettid();
-    kb_crash_altstack(rk);
-
-    kb_slot_wait(&rk->slot); /* the first turn, or teardown before it */
-    if (rk->cmd == KB_CMD_RUN) {
-        tls_self = rk;
-        rk->state = KB_RS_STARTED;
-        rank_run(rk);
-        /* Parked: the rank has finished; wait for teardown. */
-        kb_slot_wait(&rk->slot);
-    }
-    return NULL;
 }
 
 /* ---- calls made by rank functions ---------------------------------------- */

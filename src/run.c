@@ -4,6 +4,7 @@
  */
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@ static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
     run->stall_abort = opts ? opts->stall_abort : 0;
     if (!run->stall_abort && env_number("KB_STALL_ABORT") > 0)
         run->stall_abort = 1;
+    run->affinity = opts ? opts->affinity : 0;
     run->crash_report = opts ? opts->crash_report : 0;
     if (!run->crash_report && env_number("KB_CRASH_REPORT") > 0)
         run->crash_report = 1;
@@ -64,6 +66,8 @@ static int check_spawn_args(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const 
         if (opts->stack_size != 0 && opts->stack_size < (size_t)PTHREAD_STACK_MIN)
             return KB_EINVAL;
         if (opts->cancel_mode != KB_CANCEL_UNWIND && opts->cancel_mode != KB_CANCEL_RETURN)
+            return KB_EINVAL;
+        if (opts->affinity != 0 && opts->affinity != KB_AFFINITY_ONE_CPU)
             return KB_EINVAL;
     }
     return 0;
@@ -81,20 +85,22 @@ static int check_driver_thread(void)
     return 0;
 }
 
-/* Post every thread that is still there with cmd EXIT and join it, one at
- * a time (each leaves while the driver waits in pthread_join). */
-static void join_threads(struct kb_run *run, int n)
+/* Hand every rank's worker back, in reverse rank order so that the next
+ * spawn's rank i gets the thread already named for rank i: to the ctx's
+ * pool (it is still waiting on its slot), or ended and joined when it was
+ * created by a spawn that failed to start (end_fresh). Workers whose rank
+ * unwound were joined and freed by the scheduler already (rk->w NULL). */
+static void release_workers(struct kb_run *run, int end_fresh)
 {
-    for (int i = 0; i < n; i++) {
-        struct kb_rank *rk = &run->ranks[i];
-        if (!rk->has_thread || rk->joined)
+    for (int i = run->nprocs - 1; i >= 0; i--) {
+        struct kb_worker *w = run->ranks ? run->ranks[i].w : NULL;
+        if (!w)
             continue;
-        if (!rk->exited) {
-            rk->cmd = KB_CMD_EXIT;
-            kb_handoff(run, i);
-        }
-        pthread_join(rk->thread, NULL);
-        rk->joined = 1;
+        run->ranks[i].w = NULL;
+        if (w->exited || (end_fresh && w->fresh))
+            kb_worker_end(w);
+        else
+            kb_worker_put(run->ctx, w);
     }
     run->holder = KB_DRIVER;
 }
@@ -103,8 +109,6 @@ static void run_free(struct kb_run *run)
 {
     if (run->errors)
         kb_rank_errors_free(run->errors, run->nerrors);
-    for (int i = 0; run->ranks && i < run->nprocs; i++)
-        free(run->ranks[i].altstack);
     free(run->ranks);
     free(run);
 }
@@ -112,34 +116,38 @@ static void run_free(struct kb_run *run)
 void kb_run_destroy(struct kb_run *run)
 {
     kb_registry_remove(run);
-    join_threads(run, run->nprocs);
+    release_workers(run, 0);
     run_free(run);
 }
 
-static int start_threads(struct kb_run *run)
+/* Give rank i a worker named for it, with a signal stack if needed. */
+static int assign_worker(struct kb_run *run, int i)
 {
-    pthread_attr_t attr;
-    if (kb__fault_hit(KB_FAULT_SYNC) || pthread_attr_init(&attr) != 0)
-        return KB_ENOMEM;
-    if (run->stack_size && pthread_attr_setstacksize(&attr, run->stack_size) != 0) {
-        pthread_attr_destroy(&attr);
-        return KB_EINVAL;
+    struct kb_worker *w;
+    int created;
+    int rc = kb_worker_get(run->ctx, run->stack_size, &w, &created);
+    if (rc != 0)
+        return rc;
+    w->fresh = created;
+    w->rank = &run->ranks[i];
+    w->cmd = KB_CMD_RUN;
+    run->ranks[i].w = w;
+    if (run->crash_report && !w->altstack) {
+        w->altstack = kb_malloc(run->altstack_size);
+        if (!w->altstack)
+            return KB_ENOMEM;
+        w->altstack_size = run->altstack_size;
     }
-    int rc = 0;
-    for (int i = 0; i < run->nprocs; i++) {
-        struct kb_rank *rk = &run->ranks[i];
-        int err = kb__fault_hit(KB_FAULT_THREAD)
-                      ? EAGAIN
-                      : pthread_create(&rk->thread, &attr, kb_rank_thread_main, rk);
-        if (err != 0) {
-            rc = err == ENOMEM ? KB_ENOMEM : KB_EAGAIN;
-            join_threads(run, i); /* none of them ran: each leaves at its first wait */
-            break;
-        }
-        rk->has_thread = 1;
+    if (w->named_rank != i) {
+        /* "kb-rank-" + up to 7 digits fits the 15-byte limit; larger ranks
+         * are cut to 15 bytes rather than refused (ERANGE) by the kernel. */
+        char name[32];
+        snprintf(name, sizeof name, "kb-rank-%d", i);
+        name[15] = '\0';
+        pthread_setname_np(w->thread, name);
+        w->named_rank = i;
     }
-    pthread_attr_destroy(&attr);
-    return rc;
+    return 0;
 }
 
 int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
@@ -167,25 +175,27 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
             return KB_ENOMEM;
         }
     }
-    for (int i = 0; i < nprocs && run->crash_report; i++) {
-        run->ranks[i].altstack = kb_malloc(run->altstack_size);
-        if (!run->ranks[i].altstack) {
-            run_free(run);
-            return KB_ENOMEM;
-        }
-    }
     for (int i = 0; i < nprocs; i++) {
         struct kb_rank *rk = &run->ranks[i];
-        kb_slot_init(&rk->slot);
         rk->run = run;
         rk->index = i;
         rk->prev = i - 1;
         rk->next = i + 1 < nprocs ? i + 1 : -1;
     }
-    int rc = start_threads(run);
-    if (rc != 0) {
-        run_free(run);
-        return rc;
+    for (int i = 0; i < nprocs; i++) {
+        int rc = assign_worker(run, i);
+        if (rc != 0) {
+            /* No rank ran: pooled workers go back, new ones end. */
+            release_workers(run, 1);
+            run_free(run);
+            return rc;
+        }
+    }
+    for (int i = 0; i < nprocs; i++)
+        run->ranks[i].w->fresh = 0;
+    if (run->affinity == KB_AFFINITY_ONE_CPU) {
+        int cpu = sched_getcpu();
+        run->cpu = cpu >= 0 ? cpu : 0;
     }
     run->driver_tid = gettid();
     if (run->stall_ms)
@@ -198,6 +208,31 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
         kb_engine_bind(ctx, i);
     *out = run;
     return 0;
+}
+
+/* KB_AFFINITY_ONE_CPU: the driving thread runs on run->cpu while it
+ * drives rounds; its own mask is restored afterwards. */
+struct driver_pin {
+    int on;
+    cpu_set_t saved;
+};
+
+static void pin_driver(const struct kb_run *run, struct driver_pin *p)
+{
+    p->on = 0;
+    if (run->affinity != KB_AFFINITY_ONE_CPU ||
+        pthread_getaffinity_np(pthread_self(), sizeof p->saved, &p->saved) != 0)
+        return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(run->cpu, &one);
+    p->on = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+}
+
+static void unpin_driver(const struct driver_pin *p)
+{
+    if (p->on)
+        pthread_setaffinity_np(pthread_self(), sizeof p->saved, &p->saved);
 }
 
 int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
@@ -223,8 +258,11 @@ int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
         return rc;
     }
     ctx->run = run;
+    struct driver_pin pin;
+    pin_driver(run, &pin);
     while ((rc = kb_sched_round(run)) == 0)
         ;
+    unpin_driver(&pin);
     if (rc == KB_ESPAWN) {
         if (err)
             *err = kb_spawn_error_build(run);
@@ -317,15 +355,19 @@ int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err)
     struct timespec deadline;
     if (timeout_ms >= 0)
         deadline = deadline_after(timeout_ms);
+    struct driver_pin pin;
+    pin_driver(run, &pin);
     for (;;) {
         rc = kb_sched_round(run);
         if (rc != 0)
             break;
         if (timeout_ms >= 0 && passed(&deadline)) {
+            unpin_driver(&pin);
             kb_ctx_exit(ctx);
             return 0;
         }
     }
+    unpin_driver(&pin);
     if (rc == KB_ESPAWN && err)
         *err = kb_spawn_error_build(run);
     pc->result = rc; /* 1 or KB_ESPAWN */

@@ -21,6 +21,7 @@
 #include "baton.h"
 #include "ctx.h"
 #include "kbthreads.h"
+#include "worker.h"
 
 #define KB_DRIVER (-1)
 
@@ -37,12 +38,6 @@ enum kb_susp {
     KB_SUSP_BARRIER = 3,
 };
 
-/* What a rank thread does when its slot is posted before it started. */
-enum kb_cmd {
-    KB_CMD_RUN = 0,  /* start fn */
-    KB_CMD_EXIT = 1, /* leave without calling fn (cancelled before start, or teardown) */
-};
-
 /* Why a rank handed the baton to the driver. */
 enum kb_stop {
     KB_STOP_NONE = 0,
@@ -54,24 +49,18 @@ enum kb_stop {
 struct kb_run;
 
 struct kb_rank {
-    struct kb_slot slot; /* this rank's wait slot (first: own cache line) */
+    struct kb_worker *w; /* the thread running this rank */
     struct kb_run *run;
     int index;
     /* (B) scheduler fields */
     int state;      /* enum kb_rank_state */
-    int cmd;        /* enum kb_cmd, read by the thread when first posted */
     int prev, next; /* neighbours in the live list (rank order), -1 = none */
     int cancelled;  /* set by the driver before it posts this rank to cancel it */
     int unwinding;  /* set by the rank itself before pthread_exit */
-    int exited;     /* the thread ended (unwound): the driver must join it */
-    int joined;     /* the driver joined the thread */
     int recorded;   /* a failure of this rank is in run->errors */
     int susp;       /* enum kb_susp: where it last suspended (for debugging) */
     kb_handle susp_handle;
-    pthread_t thread;
-    int has_thread;
-    pid_t tid;      /* kernel thread id, written by the thread itself (debuggers) */
-    void *altstack; /* the crash report's signal stack, or NULL */
+    pid_t tid; /* its worker's kernel thread id (debuggers) */
 };
 
 /* A kb_start()ed spawn. It outlives its run: once the run finished (threads
@@ -114,6 +103,8 @@ struct kb_run {
     int stall_abort;
     int crash_report;
     size_t altstack_size;
+    int affinity; /* kb_spawn_opts.affinity */
+    int cpu;      /* with KB_AFFINITY_ONE_CPU: the CPU everyone runs on */
     /* the watchdog's turn stamps (ck_pr; see watchdog.c) */
     uint64_t turn_seq;
     uint64_t turn_ns;
@@ -124,12 +115,14 @@ struct kb_run {
 /* The rank the calling thread runs, or NULL. */
 struct kb_rank *kb_self(void);
 
-/* Create the run's rank threads (each waits for its first turn) and bind
- * every rank. 0, KB_EAGAIN or KB_ENOMEM with nothing left behind.
- * Driver, owning ctx. */
+/* Give every rank a worker (parked ones from the ctx's pool first, then new
+ * threads; each waits for its rank's first turn) and bind every rank. 0,
+ * KB_EAGAIN or KB_ENOMEM with nothing left behind. Driver, owning ctx. */
 int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
                   struct kb_run **out);
-/* Join every rank thread and free the run. Every rank must be finished. */
+/* Return every worker still there to the ctx's pool (those whose rank
+ * unwound were joined already) and free the run. Every rank must be
+ * finished. */
 void kb_run_destroy(struct kb_run *run);
 
 /* Hand the baton to `to` (KB_DRIVER or a rank). Caller holds the baton. */
@@ -177,10 +170,12 @@ void kb_watch_wait(struct kb_run *run);
 
 /* The crash report (crash.c). */
 void kb_crash_report_install(void);
-/* Rank thread: run signal handlers on rk->altstack. */
-void kb_crash_altstack(struct kb_rank *rk);
+/* Worker thread: run signal handlers on its own alternate stack. */
+void kb_crash_altstack(struct kb_worker *w);
 
-/* The rank thread's start routine. */
-void *kb_rank_thread_main(void *arg);
+/* Worker thread, holding the baton for rk's first turn: run the rank's
+ * function to its end (rank.c). Returns only if the function returned;
+ * an unwinding rank ends the thread. */
+void kb_rank_run(struct kb_worker *w, struct kb_rank *rk);
 
 #endif

@@ -21,7 +21,7 @@ void kb_handoff(struct kb_run *run, int to)
     ck_pr_store_int(&run->holder, to);
     if (run->stall_ms)
         kb_watch_stamp(run);
-    kb_slot_post(to == KB_DRIVER ? &run->driver_slot : &run->ranks[to].slot);
+    kb_slot_post(to == KB_DRIVER ? &run->driver_slot : &run->ranks[to].w->slot);
 }
 
 void kb_live_remove(struct kb_run *run, struct kb_rank *rk)
@@ -57,9 +57,9 @@ static void driver_wait(struct kb_run *run)
  * so its thread exit (TLS destructors included) overlaps no other code. */
 static void join_if_exited(struct kb_rank *rk)
 {
-    if (rk->exited && !rk->joined) {
-        pthread_join(rk->thread, NULL);
-        rk->joined = 1;
+    if (rk->w && rk->w->exited) {
+        kb_worker_end(rk->w);
+        rk->w = NULL;
     }
 }
 
@@ -67,11 +67,10 @@ static void cancel_rank(struct kb_run *run, struct kb_rank *rk)
 {
     rk->cancelled = 1;
     if (rk->state == KB_RS_NEW) {
-        /* Never started: finished without ever calling fn. Its thread stays
-         * parked at its first wait and leaves at teardown (cmd EXIT). */
+        /* Never started: finished without ever calling fn. Its worker
+         * keeps waiting and goes back to the pool at teardown. */
         kb_live_remove(run, rk);
         rk->state = KB_RS_FINISHED;
-        rk->cmd = KB_CMD_EXIT;
         return;
     }
     /* Started, so suspended at a suspension point: resume it there; it

@@ -80,7 +80,7 @@ static void report(struct kb_run *run, int rank, uint64_t held_ns)
             "backtrace:\n",
             rank, rank, (unsigned long long)(held_ns / 1000000u), run->stall_ms);
     fflush(stderr);
-    if (pthread_kill(run->ranks[rank].thread, KB_STALL_SIGNAL) == 0) {
+    if (pthread_kill(run->ranks[rank].w->thread, KB_STALL_SIGNAL) == 0) {
         struct timespec until = to_timespec((uint64_t)time(NULL) * 1000000000u + 2000000000u);
         until.tv_nsec = 0;
         while (sem_timedwait(&bt_done, &until) != 0 && errno == EINTR)

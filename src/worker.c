@@ -1,0 +1,110 @@
+/* Workers and the pool a ctx keeps (see worker.h). */
+#include "worker.h"
+
+#include <ck_pr.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "ctx.h"
+#include "run.h"
+
+static void *worker_main(void *arg)
+{
+    struct kb_worker *w = arg;
+    /* A ck_pr store: debuggers and no library code read it, at any time. */
+    ck_pr_store_int(&w->tid, gettid());
+    pthread_getaffinity_np(pthread_self(), sizeof w->orig_mask, &w->orig_mask);
+    for (;;) {
+        kb_slot_wait(&w->slot); /* a rank's first turn, or EXIT */
+        if (w->cmd == KB_CMD_EXIT)
+            return NULL;
+        kb_rank_run(w, w->rank); /* returns when the rank's function has returned */
+    }
+}
+
+int kb_worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out, int *created)
+{
+    if (ctx->pool && ctx->pool_stack_size != stack_size)
+        kb_pool_drain(ctx); /* parked threads of another stack size */
+    if (ctx->pool) {
+        struct kb_worker *w = ctx->pool;
+        ctx->pool = w->next;
+        ctx->pool_len--;
+        w->next = NULL;
+        *out = w;
+        *created = 0;
+        return 0;
+    }
+    struct kb_worker *w = NULL;
+    if (kb__fault_hit(KB_FAULT_ALLOC) || posix_memalign((void **)&w, KB_CACHELINE, sizeof *w) != 0)
+        return KB_ENOMEM;
+    memset(w, 0, sizeof *w);
+    kb_slot_init(&w->slot);
+    w->stack_size = stack_size;
+    w->named_rank = -1;
+    w->pinned_cpu = -1;
+    pthread_attr_t attr;
+    if (kb__fault_hit(KB_FAULT_SYNC) || pthread_attr_init(&attr) != 0) {
+        free(w);
+        return KB_ENOMEM;
+    }
+    int err = stack_size ? pthread_attr_setstacksize(&attr, stack_size) : 0;
+    if (err == 0)
+        err = kb__fault_hit(KB_FAULT_THREAD) ? EAGAIN : pthread_create(&w->thread, &attr, worker_main, w);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        free(w);
+        return err == EINVAL ? KB_EINVAL : KB_EAGAIN; /* any creation failure, ENOMEM included */
+    }
+    *out = w;
+    *created = 1;
+    return 0;
+}
+
+void kb_worker_put(struct kb_ctx *ctx, struct kb_worker *w)
+{
+    w->rank = NULL;
+    if (!ctx->pool)
+        ctx->pool_stack_size = w->stack_size;
+    w->next = ctx->pool;
+    ctx->pool = w;
+    ctx->pool_len++;
+}
+
+void kb_worker_end(struct kb_worker *w)
+{
+    if (!w->exited) {
+        w->cmd = KB_CMD_EXIT;
+        kb_slot_post(&w->slot);
+    }
+    pthread_join(w->thread, NULL);
+    free(w->altstack);
+    free(w);
+}
+
+void kb_pool_drain(struct kb_ctx *ctx)
+{
+    /* One at a time: each thread's exit overlaps nothing. */
+    while (ctx->pool) {
+        struct kb_worker *w = ctx->pool;
+        ctx->pool = w->next;
+        kb_worker_end(w);
+    }
+    ctx->pool_len = 0;
+}
+
+void kb_worker_pin(struct kb_worker *w, int cpu)
+{
+    if (cpu < 0) {
+        pthread_setaffinity_np(pthread_self(), sizeof w->orig_mask, &w->orig_mask);
+        w->pinned_cpu = -1;
+        return;
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    /* Best effort: a CPU the process may not use keeps the thread unpinned. */
+    w->pinned_cpu = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0 ? cpu : -1;
+}
