@@ -1,0 +1,204 @@
+/*
+ * Small header-only helpers shared by the api/baton/resources/determinism/
+ * fault tests: thread and memory counters from /proc, a forked-child runner
+ * that captures stderr, and Valgrind detection. Everything is static inline
+ * so each test program (built from one .c file) can include it freely.
+ */
+#ifndef KBT_UTIL_H
+#define KBT_UTIL_H
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <malloc.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <valgrind/valgrind.h>
+
+static inline int kbt_on_valgrind(void)
+{
+    return RUNNING_ON_VALGRIND ? 1 : 0;
+}
+
+/* Number of threads of this process (entries in /proc/self/task), or -1. */
+static inline long kbt_task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    long n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+static inline void kbt_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Joined threads can linger in /proc/self/task for a moment (FIELD-NOTES):
+ * poll until the count is at most target or max_ms passed; return the last
+ * count seen. */
+static inline long kbt_settle_tasks(long target, long max_ms)
+{
+    long n = kbt_task_count();
+    for (long waited = 0; n > target && waited < max_ms; waited += 2) {
+        kbt_sleep_ms(2);
+        n = kbt_task_count();
+    }
+    return n;
+}
+
+static inline void *kbt_noop_thread(void *arg)
+{
+    return arg;
+}
+
+/* The thread count to compare against later: start and join one plain
+ * thread first, so runtime helper threads that appear with the first
+ * pthread_create (ThreadSanitizer's background thread) already exist, then
+ * wait until the count reaches 1 or stops falling (joined threads linger)
+ * for 100 ms, at most 2 s. */
+static inline long kbt_thread_baseline(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, kbt_noop_thread, NULL) == 0)
+        pthread_join(t, NULL);
+    long n = kbt_task_count(), stable_ms = 0;
+    for (long waited = 0; n > 1 && stable_ms < 100 && waited < 2000; waited += 2) {
+        kbt_sleep_ms(2);
+        long m = kbt_task_count();
+        stable_ms = m < n ? 0 : stable_ms + 2;
+        n = m < n ? m : n;
+    }
+    return n;
+}
+
+/* Resident set size in pages (second field of /proc/self/statm), or -1. */
+static inline long kbt_rss_pages(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return -1;
+    long size = 0, rss = -1;
+    if (fscanf(f, "%ld %ld", &size, &rss) != 2)
+        rss = -1;
+    fclose(f);
+    return rss;
+}
+
+/* Bytes the allocator has handed out and not got back (all arenas, mmapped
+ * chunks included). */
+static inline size_t kbt_heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* Result of a forked child. */
+struct kbt_child {
+    int status;        /* waitpid status */
+    int timed_out;     /* 1 if the child was killed for running too long */
+    char out[8192];    /* what the child wrote to stderr, NUL-terminated */
+    size_t out_len;
+};
+
+/* Fork; in the child route stderr into a pipe (stdout to /dev/null), disable core dumps,
+ * run fn(arg) and _exit(fn's return value). The parent collects the output,
+ * kills the child after timeout_ms and reaps it. Returns 0, or -1 if fork or
+ * pipe failed. Call it only while this process has no other threads. */
+static inline int kbt_run_forked(int (*fn)(void *), void *arg, long timeout_ms, struct kbt_child *res)
+{
+    int fds[2];
+    memset(res, 0, sizeof *res);
+    fflush(stdout);
+    fflush(stderr);
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        struct rlimit nocore = {0, 0};
+        setrlimit(RLIMIT_CORE, &nocore);
+        close(fds[0]);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[1]);
+        if (!freopen("/dev/null", "w", stdout))
+            close(STDOUT_FILENO);
+        int rc = fn(arg);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(rc);
+    }
+    close(fds[1]);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long elapsed = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
+        if (elapsed >= timeout_ms) {
+            res->timed_out = 1;
+            kill(pid, SIGKILL);
+            break;
+        }
+        struct pollfd p = {fds[0], POLLIN, 0};
+        int pr = poll(&p, 1, (int)(timeout_ms - elapsed));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            continue;
+        char tmp[1024];
+        ssize_t n = read(fds[0], tmp, sizeof tmp);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        size_t room = sizeof res->out - 1 - res->out_len;
+        size_t take = (size_t)n < room ? (size_t)n : room;
+        memcpy(res->out + res->out_len, tmp, take);
+        res->out_len += take;
+    }
+    res->out[res->out_len] = '\0';
+    close(fds[0]);
+    while (waitpid(pid, &res->status, 0) < 0 && errno == EINTR) {
+    }
+    return 0;
+}
+
+/* Directory of the running executable (for helper programs built beside the
+ * tests), written into buf; 0 on success. */
+static inline int kbt_exe_dir(char *buf, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    return 0;
+}
+
+#endif
