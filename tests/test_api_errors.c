@@ -143,7 +143,7 @@ static void test_process_context_free_from_rank_aborts(void **state)
 {
     (void)state;
     assert_child_aborted_with_diagnostic(child_pc_free_in_rank, "kb_process_context_free from a rank",
-                                        "kb_process_context_free");
+                                         "kb_process_context_free");
 }
 
 static int pcfree_wait(void *self, kb_handle h, void *meta, kb_wait_origin origin)
@@ -175,7 +175,7 @@ static void test_process_context_free_from_engine_hook_aborts(void **state)
 {
     (void)state;
     assert_child_aborted_with_diagnostic(child_pc_free_in_hook, "kb_process_context_free from an engine hook",
-                                        "kb_process_context_free");
+                                         "kb_process_context_free");
 }
 
 static int child_raise_outside_rank(void *unused)
@@ -219,8 +219,8 @@ static int child_raise_while_unwinding(void *unused)
 static void test_raise_while_unwinding_aborts(void **state)
 {
     (void)state;
-    assert_child_aborted_with_diagnostic(child_raise_while_unwinding, "kb_raise from a cleanup handler of an unwind",
-                                        "kb_raise");
+    assert_child_aborted_with_diagnostic(child_raise_while_unwinding,
+                                         "kb_raise from a cleanup handler of an unwind", "kb_raise");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -402,14 +402,15 @@ static void reserved_calls(kb_ctx *ctx, int r[12])
     }
 }
 
-static const char *const reserved_names[6] = {"kb_wait",     "kb_wait_meta",     "kb_enqueue_wait",
+static const char *const reserved_names[6] = {"kb_wait",     "kb_wait_meta",    "kb_enqueue_wait",
                                               "kb_complete", "kb_is_completed", "kb_collective_submit"};
 
 static void assert_all_einval(const int r[12])
 {
     for (int i = 0; i < 12; i++)
         if (r[i] != KB_EINVAL)
-            fail_msg("%s(%s) returned %d, want KB_EINVAL", reserved_names[i % 6], i < 6 ? "0" : "UINT64_MAX", r[i]);
+            fail_msg("%s(%s) returned %d, want KB_EINVAL", reserved_names[i % 6], i < 6 ? "0" : "UINT64_MAX",
+                     r[i]);
 }
 
 static void test_reserved_handles_einval_on_driver_side(void **state)
@@ -653,9 +654,9 @@ struct foreign {
     int ran;
 };
 
-#define H_FOREIGN ((kb_handle)7001)
+#define H_FOREIGN      ((kb_handle)7001)
 #define H_RANK_PENDING ((kb_handle)7002)
-#define H_RANK_COLL ((kb_handle)7003)
+#define H_RANK_COLL    ((kb_handle)7003)
 
 static void *foreign_handle_calls(void *arg)
 {
@@ -823,8 +824,8 @@ static void test_second_joiner_ebusy(void **state)
 /* ------------------------------------------------------------------------ */
 
 struct in_rank {
-    kb_ctx *other;              /* an idle ctx */
-    kb_ctx *busy_other;         /* a ctx with a live process context */
+    kb_ctx *other;      /* an idle ctx */
+    kb_ctx *busy_other; /* a ctx with a live process context */
     kb_process_context *pc_other;
     kb_process_context *own_pc; /* set when the rank runs under kb_start */
     struct counts other_counts;
@@ -947,7 +948,7 @@ static void test_ctx_destroy_own_ctx_in_rank_eperm(void **state)
 }
 
 #define H_OTHER_PENDING ((kb_handle)8001)
-#define H_OTHER_PROBE ((kb_handle)8002)
+#define H_OTHER_PROBE   ((kb_handle)8002)
 
 static int other_ctx_rank(int rank, void *arg)
 {

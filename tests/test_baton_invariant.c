@@ -27,7 +27,7 @@ static atomic_int running;
 static atomic_long violations;
 static atomic_int max_running;
 static long stretches; /* plain: only the baton holder touches it */
-static long window_ns;  /* > 0: every stretch watches the counter this long */
+static long window_ns; /* > 0: every stretch watches the counter this long */
 
 static long now_ns(void)
 {
@@ -122,7 +122,7 @@ struct yield_args {
     int nprocs;
     long yields;
     long rc_errors;
-    long seq;       /* plain: rank stretches so far, in turn order */
+    long seq; /* plain: rank stretches so far, in turn order */
     long out_of_turn;
 };
 
@@ -298,8 +298,8 @@ struct vis {
     /* plain shared data, deliberately neither atomic nor volatile */
     uint64_t seq;
     uint64_t words[VIS_WORDS];
-    long driver_token;   /* written by the wait hook, read by rank 0 */
-    long rank0_rounds;   /* written by rank 0, read by the wait hook */
+    long driver_token; /* written by the wait hook, read by rank 0 */
+    long rank0_rounds; /* written by rank 0, read by the wait hook */
     long bad_seq, bad_words, bad_token, bad_hook;
     long hook_calls;
 };

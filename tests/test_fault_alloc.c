@@ -18,8 +18,8 @@
 #include "kbthreads.h"
 #include "helpers/kbt_util.h"
 
-#define MAX_NTH 100000
-#define BATCH 1024
+#define MAX_NTH   100000
+#define BATCH     1024
 #define RANK_BULK 40
 
 static int noop_rank(int rank, void *arg)

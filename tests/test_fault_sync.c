@@ -19,7 +19,7 @@
 #include "helpers/kbt_util.h"
 
 #define MAX_NTH 100000
-#define NPROCS 4
+#define NPROCS  4
 
 struct sc {
     int fn_calls, fn_ends, bind_calls;
@@ -110,8 +110,8 @@ static void sync_failure_in(int start)
             assert_int_equal(s.fn_calls, 0);
             assert_int_equal(s.bind_calls, 0);
         } else {
-            fail_msg("nth=%ld: %s returned %d (%s): %s", nth, start ? "kb_start" : "kb_spawn", rc, kb_strerror(rc),
-                     kb_spawn_error_message(err));
+            fail_msg("nth=%ld: %s returned %d (%s): %s", nth, start ? "kb_start" : "kb_spawn", rc,
+                     kb_strerror(rc), kb_spawn_error_message(err));
         }
         kb_spawn_error_free(err);
         long t = kbt_settle_tasks(before + NPROCS, 2000);

@@ -19,7 +19,7 @@
 #include "helpers/kbt_util.h"
 
 #define NPROCS 8
-#define H_PRE ((kb_handle)31)
+#define H_PRE  ((kb_handle)31)
 
 struct counts {
     int fn_calls, bind_calls, wait_calls, abort_calls;

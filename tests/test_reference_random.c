@@ -69,77 +69,78 @@ static const fe_act s00_p0[] = {FE_Y, FE_Y, FE_ENQ("h:2"), FE_Y, FE_Y, FE_AR("ar
 static const fe_act s00_p1[] = {FE_DONE("h:3"), FE_AR("ar", W), FE_END};
 static const fe_act s00_p2[] = {FE_AR_POLL("ar", W), FE_Y, FE_END};
 static const fe_act s00_p3[] = {FE_AR_POLL("ar", W), FE_END};
-static const fe_act s00_p4[] = {FE_W("h:3"), FE_W("h:5"), FE_AR("ar", W), FE_ENQ("h:3"), FE_DONE("h:1"), FE_DONE("h:0"), FE_DONE("h:4"), FE_END};
+static const fe_act s00_p4[] = {FE_W("h:3"),    FE_W("h:5"),    FE_AR("ar", W), FE_ENQ("h:3"),
+                                FE_DONE("h:1"), FE_DONE("h:0"), FE_DONE("h:4"), FE_END};
 #undef W
 static const fe_act *const s00_plans[] = {s00_p0, s00_p1, s00_p2, s00_p3, s00_p4};
 static const struct knob s00_knobs[] = {{KN_ENQ, "h:3", "h:1", 0}, {KN_END, NULL, NULL, 0}};
-static const struct scenario s00 = {
-    5, s00_plans, s00_knobs,
-    "spawn_begin nprocs=5\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "bind 4\n"
-    "start 0\n"
-    "step 0 0\n"
-    "start 1\n"
-    "step 1 0\n"
-    "step 1 1\n"
-    "coll_arrive 1 ar n=1/5\n"
-    "start 2\n"
-    "step 2 0\n"
-    "coll_arrive 2 ar n=2/5\n"
-    "start 3\n"
-    "step 3 0\n"
-    "coll_arrive 3 ar n=3/5\n"
-    "start 4\n"
-    "step 4 0\n"
-    "wait_fast 4 h:3\n"
-    "step 4 1\n"
-    "wait_enqueue 4 h:5\n"
-    "engine_wait h:5\n"
-    "step 0 1\n"
-    "wait_done 4 h:5\n"
-    "step 4 2\n"
-    "coll_arrive 4 ar n=4/5\n"
-    "step 0 2\n"
-    "step 0 3\n"
-    "engine_wait h:2\n"
-    "step 0 4\n"
-    "step 0 5\n"
-    "coll_arrive 0 ar n=5/5\n"
-    "coll_issue 0 coll:ar sip=0\n"
-    "wait_enqueue 0 coll:ar\n"
-    "wait_enqueue 1 coll:ar\n"
-    "wait_enqueue 4 coll:ar\n"
-    "engine_wait coll:ar\n"
-    "wait_done 0 coll:ar\n"
-    "coll_done 0 ar result=15\n"
-    "end 0\n"
-    "finally 0\n"
-    "wait_done 1 coll:ar\n"
-    "coll_done 1 ar result=15\n"
-    "end 1\n"
-    "finally 1\n"
-    "coll_done 2 ar result=15\n"
-    "step 2 1\n"
-    "coll_done 3 ar result=15\n"
-    "end 3\n"
-    "finally 3\n"
-    "wait_done 4 coll:ar\n"
-    "coll_done 4 ar result=15\n"
-    "step 4 3\n"
-    "step 4 4\n"
-    "step 4 5\n"
-    "step 4 6\n"
-    "end 4\n"
-    "finally 4\n"
-    "end 2\n"
-    "finally 2\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[coll:ar,h:0,h:1,h:2,h:3,h:4,h:5]\n"
-    "spawn_end\n"};
+static const struct scenario s00 = {5, s00_plans, s00_knobs,
+                                    "spawn_begin nprocs=5\n"
+                                    "bind 0\n"
+                                    "bind 1\n"
+                                    "bind 2\n"
+                                    "bind 3\n"
+                                    "bind 4\n"
+                                    "start 0\n"
+                                    "step 0 0\n"
+                                    "start 1\n"
+                                    "step 1 0\n"
+                                    "step 1 1\n"
+                                    "coll_arrive 1 ar n=1/5\n"
+                                    "start 2\n"
+                                    "step 2 0\n"
+                                    "coll_arrive 2 ar n=2/5\n"
+                                    "start 3\n"
+                                    "step 3 0\n"
+                                    "coll_arrive 3 ar n=3/5\n"
+                                    "start 4\n"
+                                    "step 4 0\n"
+                                    "wait_fast 4 h:3\n"
+                                    "step 4 1\n"
+                                    "wait_enqueue 4 h:5\n"
+                                    "engine_wait h:5\n"
+                                    "step 0 1\n"
+                                    "wait_done 4 h:5\n"
+                                    "step 4 2\n"
+                                    "coll_arrive 4 ar n=4/5\n"
+                                    "step 0 2\n"
+                                    "step 0 3\n"
+                                    "engine_wait h:2\n"
+                                    "step 0 4\n"
+                                    "step 0 5\n"
+                                    "coll_arrive 0 ar n=5/5\n"
+                                    "coll_issue 0 coll:ar sip=0\n"
+                                    "wait_enqueue 0 coll:ar\n"
+                                    "wait_enqueue 1 coll:ar\n"
+                                    "wait_enqueue 4 coll:ar\n"
+                                    "engine_wait coll:ar\n"
+                                    "wait_done 0 coll:ar\n"
+                                    "coll_done 0 ar result=15\n"
+                                    "end 0\n"
+                                    "finally 0\n"
+                                    "wait_done 1 coll:ar\n"
+                                    "coll_done 1 ar result=15\n"
+                                    "end 1\n"
+                                    "finally 1\n"
+                                    "coll_done 2 ar result=15\n"
+                                    "step 2 1\n"
+                                    "coll_done 3 ar result=15\n"
+                                    "end 3\n"
+                                    "finally 3\n"
+                                    "wait_done 4 coll:ar\n"
+                                    "coll_done 4 ar result=15\n"
+                                    "step 4 3\n"
+                                    "step 4 4\n"
+                                    "step 4 5\n"
+                                    "step 4 6\n"
+                                    "end 4\n"
+                                    "finally 4\n"
+                                    "end 2\n"
+                                    "finally 2\n"
+                                    "spawn_return 0\n"
+                                    "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
+                                    "completed=[coll:ar,h:0,h:1,h:2,h:3,h:4,h:5]\n"
+                                    "spawn_end\n"};
 
 static void test_random_scenario_00_succeeds(void **state)
 {
@@ -150,13 +151,26 @@ static void test_random_scenario_00_succeeds(void **state)
 
 /* scenario 1: nprocs=4 */
 #define W 4
-static const fe_act s01_p0[] = {FE_AR("ar", W), FE_Y, FE_SUBMIT("c:5", 0, "m0"), FE_W("h:2"), FE_Y, FE_W("h:5"), FE_W("h:0"), FE_END};
+static const fe_act s01_p0[] = {
+    FE_AR("ar", W), FE_Y, FE_SUBMIT("c:5", 0, "m0"), FE_W("h:2"), FE_Y, FE_W("h:5"), FE_W("h:0"), FE_END};
 static const fe_act s01_p1[] = {FE_ENQ("h:0"), FE_AR("ar", W), FE_SUBMIT("c:5", 1, "m1"), FE_END};
-static const fe_act s01_p2[] = {FE_ENQ("h:4"), FE_DONE("h:2"), FE_SUBMIT("c:0", 2, "m2"), FE_DONE("h:1"), FE_AR("ar", W), FE_SUBMIT("c:2", 3, "m3"), FE_END};
-static const fe_act s01_p3[] = {FE_ENQ("h:4"), FE_AR_POLL("ar", W), FE_SUBMIT("c:0", 4, "m4"), FE_ENQ("h:2"), FE_Y, FE_ENQ("h:2"), FE_W("h:4"), FE_END};
+static const fe_act s01_p2[] = {FE_ENQ("h:4"),  FE_DONE("h:2"), FE_SUBMIT("c:0", 2, "m2"),
+                                FE_DONE("h:1"), FE_AR("ar", W), FE_SUBMIT("c:2", 3, "m3"),
+                                FE_END};
+static const fe_act s01_p3[] = {FE_ENQ("h:4"),
+                                FE_AR_POLL("ar", W),
+                                FE_SUBMIT("c:0", 4, "m4"),
+                                FE_ENQ("h:2"),
+                                FE_Y,
+                                FE_ENQ("h:2"),
+                                FE_W("h:4"),
+                                FE_END};
 #undef W
 static const fe_act *const s01_plans[] = {s01_p0, s01_p1, s01_p2, s01_p3};
-static const struct knob s01_knobs[] = {{KN_ENQ, "h:2", "h:5", 0}, {KN_SUB, "h:4", "c:k1", 0}, {KN_FAIL, "h:4", NULL, 41}, {KN_END, NULL, NULL, 0}};
+static const struct knob s01_knobs[] = {{KN_ENQ, "h:2", "h:5", 0},
+                                        {KN_SUB, "h:4", "c:k1", 0},
+                                        {KN_FAIL, "h:4", NULL, 41},
+                                        {KN_END, NULL, NULL, 0}};
 static const struct scenario s01 = {
     4, s01_plans, s01_knobs,
     "spawn_begin nprocs=4\n"
@@ -197,7 +211,8 @@ static const struct scenario s01 = {
     "spawn_raised KB_ESPAWN\n"
     "error ranks=[] first=None code=None\n"
     "error_drain code=41 handle=h:4\n"
-    "error_msg spawn failed on ranks []: drain failed: engine wait for handle h:4 (pending worker wait) returned 41\n"
+    "error_msg spawn failed on ranks []: drain failed: engine wait for handle h:4 (pending worker wait) "
+    "returned 41\n"
     "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[h:0,h:1,h:2]\n"
     "spawn_end\n"};
 
@@ -214,7 +229,10 @@ static const fe_act s02_p0[] = {FE_Y, FE_W("h:5"), FE_AR("ar", W), FE_END};
 static const fe_act s02_p1[] = {FE_AR("ar", W), FE_RAISE(11, "rank 1 fails in scenario 2"), FE_END};
 #undef W
 static const fe_act *const s02_plans[] = {s02_p0, s02_p1};
-static const struct knob s02_knobs[] = {{KN_ENQ, "h:5", "h:0", 0}, {KN_SUB, "h:3", "c:k2", 0}, {KN_FAIL, "h:4", NULL, 42}, {KN_END, NULL, NULL, 0}};
+static const struct knob s02_knobs[] = {{KN_ENQ, "h:5", "h:0", 0},
+                                        {KN_SUB, "h:3", "c:k2", 0},
+                                        {KN_FAIL, "h:4", NULL, 42},
+                                        {KN_END, NULL, NULL, 0}};
 static const struct scenario s02 = {
     2, s02_plans, s02_knobs,
     "spawn_begin nprocs=2\n"
@@ -262,10 +280,14 @@ static void test_random_scenario_02_fails(void **state)
 
 /* scenario 3: nprocs=1 */
 #define W 1
-static const fe_act s03_p0[] = {FE_RAISE(10, "rank 0 fails in scenario 3"), FE_Y, FE_AR("ar", W), FE_Y, FE_END};
+static const fe_act s03_p0[] = {FE_RAISE(10, "rank 0 fails in scenario 3"), FE_Y, FE_AR("ar", W), FE_Y,
+                                FE_END};
 #undef W
 static const fe_act *const s03_plans[] = {s03_p0};
-static const struct knob s03_knobs[] = {{KN_ENQ, "h:2", "h:4", 0}, {KN_SUB, "h:3", "c:k3", 0}, {KN_FAIL, "h:0", NULL, 43}, {KN_END, NULL, NULL, 0}};
+static const struct knob s03_knobs[] = {{KN_ENQ, "h:2", "h:4", 0},
+                                        {KN_SUB, "h:3", "c:k3", 0},
+                                        {KN_FAIL, "h:0", NULL, 43},
+                                        {KN_END, NULL, NULL, 0}};
 static const struct scenario s03 = {
     1, s03_plans, s03_knobs,
     "spawn_begin nprocs=1\n"
@@ -293,83 +315,85 @@ static void test_random_scenario_03_fails(void **state)
 #define W 4
 static const fe_act s04_p0[] = {FE_Y, FE_Y, FE_AR("ar", W), FE_ENQ("h:1"), FE_SUBMIT("c:0", 0, "m0"), FE_END};
 static const fe_act s04_p1[] = {FE_Y, FE_W("h:2"), FE_ENQ("h:3"), FE_AR("ar", W), FE_END};
-static const fe_act s04_p2[] = {FE_Y, FE_SUBMIT("c:2", 1, "m1"), FE_AR("ar", W), FE_SUBMIT("c:1", 2, "m2"), FE_END};
+static const fe_act s04_p2[] = {FE_Y, FE_SUBMIT("c:2", 1, "m1"), FE_AR("ar", W), FE_SUBMIT("c:1", 2, "m2"),
+                                FE_END};
 static const fe_act s04_p3[] = {FE_AR("ar", W), FE_W("h:3"), FE_W("h:4"), FE_Y, FE_END};
 #undef W
 static const fe_act *const s04_plans[] = {s04_p0, s04_p1, s04_p2, s04_p3};
-static const struct knob s04_knobs[] = {{KN_ENQ, "h:4", "h:0", 0}, {KN_SUB, "h:5", "c:k4", 0}, {KN_END, NULL, NULL, 0}};
-static const struct scenario s04 = {
-    4, s04_plans, s04_knobs,
-    "spawn_begin nprocs=4\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "start 0\n"
-    "step 0 0\n"
-    "start 1\n"
-    "step 1 0\n"
-    "start 2\n"
-    "step 2 0\n"
-    "start 3\n"
-    "step 3 0\n"
-    "coll_arrive 3 ar n=1/4\n"
-    "step 0 1\n"
-    "step 1 1\n"
-    "wait_enqueue 1 h:2\n"
-    "step 2 1\n"
-    "step 2 2\n"
-    "coll_arrive 2 ar n=2/4\n"
-    "engine_wait h:2\n"
-    "main_wait c:2 meta=m1\n"
-    "engine_wait c:2\n"
-    "step 0 2\n"
-    "coll_arrive 0 ar n=3/4\n"
-    "wait_done 1 h:2\n"
-    "step 1 2\n"
-    "step 1 3\n"
-    "coll_arrive 1 ar n=4/4\n"
-    "coll_issue 1 coll:ar sip=0\n"
-    "wait_enqueue 1 coll:ar\n"
-    "wait_enqueue 2 coll:ar\n"
-    "wait_enqueue 3 coll:ar\n"
-    "engine_wait h:3\n"
-    "engine_wait coll:ar\n"
-    "wait_fast 0 coll:ar\n"
-    "coll_done 0 ar result=10\n"
-    "step 0 3\n"
-    "step 0 4\n"
-    "end 0\n"
-    "finally 0\n"
-    "wait_done 1 coll:ar\n"
-    "coll_done 1 ar result=10\n"
-    "end 1\n"
-    "finally 1\n"
-    "wait_done 2 coll:ar\n"
-    "coll_done 2 ar result=10\n"
-    "step 2 3\n"
-    "end 2\n"
-    "finally 2\n"
-    "wait_done 3 coll:ar\n"
-    "coll_done 3 ar result=10\n"
-    "step 3 1\n"
-    "wait_fast 3 h:3\n"
-    "step 3 2\n"
-    "wait_enqueue 3 h:4\n"
-    "engine_wait h:1\n"
-    "engine_wait h:4\n"
-    "engine_wait h:0\n"
-    "main_wait c:0 meta=m0\n"
-    "engine_wait c:0\n"
-    "main_wait c:1 meta=m2\n"
-    "engine_wait c:1\n"
-    "wait_done 3 h:4\n"
-    "step 3 3\n"
-    "end 3\n"
-    "finally 3\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:0,c:1,c:2,coll:ar,h:0,h:1,h:2,h:3,h:4]\n"
-    "spawn_end\n"};
+static const struct knob s04_knobs[] = {
+    {KN_ENQ, "h:4", "h:0", 0}, {KN_SUB, "h:5", "c:k4", 0}, {KN_END, NULL, NULL, 0}};
+static const struct scenario s04 = {4, s04_plans, s04_knobs,
+                                    "spawn_begin nprocs=4\n"
+                                    "bind 0\n"
+                                    "bind 1\n"
+                                    "bind 2\n"
+                                    "bind 3\n"
+                                    "start 0\n"
+                                    "step 0 0\n"
+                                    "start 1\n"
+                                    "step 1 0\n"
+                                    "start 2\n"
+                                    "step 2 0\n"
+                                    "start 3\n"
+                                    "step 3 0\n"
+                                    "coll_arrive 3 ar n=1/4\n"
+                                    "step 0 1\n"
+                                    "step 1 1\n"
+                                    "wait_enqueue 1 h:2\n"
+                                    "step 2 1\n"
+                                    "step 2 2\n"
+                                    "coll_arrive 2 ar n=2/4\n"
+                                    "engine_wait h:2\n"
+                                    "main_wait c:2 meta=m1\n"
+                                    "engine_wait c:2\n"
+                                    "step 0 2\n"
+                                    "coll_arrive 0 ar n=3/4\n"
+                                    "wait_done 1 h:2\n"
+                                    "step 1 2\n"
+                                    "step 1 3\n"
+                                    "coll_arrive 1 ar n=4/4\n"
+                                    "coll_issue 1 coll:ar sip=0\n"
+                                    "wait_enqueue 1 coll:ar\n"
+                                    "wait_enqueue 2 coll:ar\n"
+                                    "wait_enqueue 3 coll:ar\n"
+                                    "engine_wait h:3\n"
+                                    "engine_wait coll:ar\n"
+                                    "wait_fast 0 coll:ar\n"
+                                    "coll_done 0 ar result=10\n"
+                                    "step 0 3\n"
+                                    "step 0 4\n"
+                                    "end 0\n"
+                                    "finally 0\n"
+                                    "wait_done 1 coll:ar\n"
+                                    "coll_done 1 ar result=10\n"
+                                    "end 1\n"
+                                    "finally 1\n"
+                                    "wait_done 2 coll:ar\n"
+                                    "coll_done 2 ar result=10\n"
+                                    "step 2 3\n"
+                                    "end 2\n"
+                                    "finally 2\n"
+                                    "wait_done 3 coll:ar\n"
+                                    "coll_done 3 ar result=10\n"
+                                    "step 3 1\n"
+                                    "wait_fast 3 h:3\n"
+                                    "step 3 2\n"
+                                    "wait_enqueue 3 h:4\n"
+                                    "engine_wait h:1\n"
+                                    "engine_wait h:4\n"
+                                    "engine_wait h:0\n"
+                                    "main_wait c:0 meta=m0\n"
+                                    "engine_wait c:0\n"
+                                    "main_wait c:1 meta=m2\n"
+                                    "engine_wait c:1\n"
+                                    "wait_done 3 h:4\n"
+                                    "step 3 3\n"
+                                    "end 3\n"
+                                    "finally 3\n"
+                                    "spawn_return 0\n"
+                                    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
+                                    "completed=[c:0,c:1,c:2,coll:ar,h:0,h:1,h:2,h:3,h:4]\n"
+                                    "spawn_end\n"};
 
 static void test_random_scenario_04_succeeds(void **state)
 {
@@ -381,92 +405,101 @@ static void test_random_scenario_04_succeeds(void **state)
 /* scenario 5: nprocs=4 */
 #define W 4
 static const fe_act s05_p0[] = {FE_SUBMIT("c:5", 0, "m0"), FE_AR("ar", W), FE_ENQ("h:3"), FE_Y, FE_END};
-static const fe_act s05_p1[] = {FE_Y, FE_W("h:4"), FE_DONE("h:0"), FE_SUBMIT("c:2", 1, "m1"), FE_Y, FE_Y, FE_AR("ar", W), FE_END};
+static const fe_act s05_p1[] = {FE_Y, FE_W("h:4"), FE_DONE("h:0"), FE_SUBMIT("c:2", 1, "m1"),
+                                FE_Y, FE_Y,        FE_AR("ar", W), FE_END};
 static const fe_act s05_p2[] = {FE_Y, FE_Y, FE_Y, FE_Y, FE_AR("ar", W), FE_DONE("h:4"), FE_Y, FE_Y, FE_END};
-static const fe_act s05_p3[] = {FE_SUBMIT("c:2", 2, "m2"), FE_W("h:0"), FE_ENQ("h:1"), FE_W("h:3"), FE_ENQ("h:2"), FE_DONE("h:2"), FE_Y, FE_AR("ar", W), FE_END};
+static const fe_act s05_p3[] = {FE_SUBMIT("c:2", 2, "m2"),
+                                FE_W("h:0"),
+                                FE_ENQ("h:1"),
+                                FE_W("h:3"),
+                                FE_ENQ("h:2"),
+                                FE_DONE("h:2"),
+                                FE_Y,
+                                FE_AR("ar", W),
+                                FE_END};
 #undef W
 static const fe_act *const s05_plans[] = {s05_p0, s05_p1, s05_p2, s05_p3};
 static const struct knob s05_knobs[] = {{KN_ENQ, "h:3", "h:5", 0}, {KN_END, NULL, NULL, 0}};
-static const struct scenario s05 = {
-    4, s05_plans, s05_knobs,
-    "spawn_begin nprocs=4\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "start 0\n"
-    "step 0 0\n"
-    "step 0 1\n"
-    "coll_arrive 0 ar n=1/4\n"
-    "start 1\n"
-    "step 1 0\n"
-    "start 2\n"
-    "step 2 0\n"
-    "start 3\n"
-    "step 3 0\n"
-    "step 3 1\n"
-    "wait_enqueue 3 h:0\n"
-    "engine_wait h:0\n"
-    "main_wait c:5 meta=m0\n"
-    "engine_wait c:5\n"
-    "main_wait c:2 meta=m2\n"
-    "engine_wait c:2\n"
-    "step 1 1\n"
-    "wait_enqueue 1 h:4\n"
-    "step 2 1\n"
-    "wait_done 3 h:0\n"
-    "step 3 2\n"
-    "step 3 3\n"
-    "wait_enqueue 3 h:3\n"
-    "engine_wait h:4\n"
-    "engine_wait h:1\n"
-    "engine_wait h:3\n"
-    "engine_wait h:5\n"
-    "wait_done 1 h:4\n"
-    "step 1 2\n"
-    "step 1 3\n"
-    "step 1 4\n"
-    "step 2 2\n"
-    "wait_done 3 h:3\n"
-    "step 3 4\n"
-    "step 3 5\n"
-    "step 3 6\n"
-    "step 1 5\n"
-    "step 2 3\n"
-    "step 3 7\n"
-    "coll_arrive 3 ar n=2/4\n"
-    "step 1 6\n"
-    "coll_arrive 1 ar n=3/4\n"
-    "step 2 4\n"
-    "coll_arrive 2 ar n=4/4\n"
-    "coll_issue 2 coll:ar sip=0\n"
-    "wait_enqueue 2 coll:ar\n"
-    "wait_enqueue 3 coll:ar\n"
-    "engine_wait coll:ar\n"
-    "wait_fast 0 coll:ar\n"
-    "coll_done 0 ar result=10\n"
-    "step 0 2\n"
-    "step 0 3\n"
-    "wait_fast 1 coll:ar\n"
-    "coll_done 1 ar result=10\n"
-    "end 1\n"
-    "finally 1\n"
-    "wait_done 2 coll:ar\n"
-    "coll_done 2 ar result=10\n"
-    "step 2 5\n"
-    "step 2 6\n"
-    "wait_done 3 coll:ar\n"
-    "coll_done 3 ar result=10\n"
-    "end 3\n"
-    "finally 3\n"
-    "end 0\n"
-    "finally 0\n"
-    "step 2 7\n"
-    "end 2\n"
-    "finally 2\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:2,c:5,coll:ar,h:0,h:1,h:2,h:3,h:4,h:5]\n"
-    "spawn_end\n"};
+static const struct scenario s05 = {4, s05_plans, s05_knobs,
+                                    "spawn_begin nprocs=4\n"
+                                    "bind 0\n"
+                                    "bind 1\n"
+                                    "bind 2\n"
+                                    "bind 3\n"
+                                    "start 0\n"
+                                    "step 0 0\n"
+                                    "step 0 1\n"
+                                    "coll_arrive 0 ar n=1/4\n"
+                                    "start 1\n"
+                                    "step 1 0\n"
+                                    "start 2\n"
+                                    "step 2 0\n"
+                                    "start 3\n"
+                                    "step 3 0\n"
+                                    "step 3 1\n"
+                                    "wait_enqueue 3 h:0\n"
+                                    "engine_wait h:0\n"
+                                    "main_wait c:5 meta=m0\n"
+                                    "engine_wait c:5\n"
+                                    "main_wait c:2 meta=m2\n"
+                                    "engine_wait c:2\n"
+                                    "step 1 1\n"
+                                    "wait_enqueue 1 h:4\n"
+                                    "step 2 1\n"
+                                    "wait_done 3 h:0\n"
+                                    "step 3 2\n"
+                                    "step 3 3\n"
+                                    "wait_enqueue 3 h:3\n"
+                                    "engine_wait h:4\n"
+                                    "engine_wait h:1\n"
+                                    "engine_wait h:3\n"
+                                    "engine_wait h:5\n"
+                                    "wait_done 1 h:4\n"
+                                    "step 1 2\n"
+                                    "step 1 3\n"
+                                    "step 1 4\n"
+                                    "step 2 2\n"
+                                    "wait_done 3 h:3\n"
+                                    "step 3 4\n"
+                                    "step 3 5\n"
+                                    "step 3 6\n"
+                                    "step 1 5\n"
+                                    "step 2 3\n"
+                                    "step 3 7\n"
+                                    "coll_arrive 3 ar n=2/4\n"
+                                    "step 1 6\n"
+                                    "coll_arrive 1 ar n=3/4\n"
+                                    "step 2 4\n"
+                                    "coll_arrive 2 ar n=4/4\n"
+                                    "coll_issue 2 coll:ar sip=0\n"
+                                    "wait_enqueue 2 coll:ar\n"
+                                    "wait_enqueue 3 coll:ar\n"
+                                    "engine_wait coll:ar\n"
+                                    "wait_fast 0 coll:ar\n"
+                                    "coll_done 0 ar result=10\n"
+                                    "step 0 2\n"
+                                    "step 0 3\n"
+                                    "wait_fast 1 coll:ar\n"
+                                    "coll_done 1 ar result=10\n"
+                                    "end 1\n"
+                                    "finally 1\n"
+                                    "wait_done 2 coll:ar\n"
+                                    "coll_done 2 ar result=10\n"
+                                    "step 2 5\n"
+                                    "step 2 6\n"
+                                    "wait_done 3 coll:ar\n"
+                                    "coll_done 3 ar result=10\n"
+                                    "end 3\n"
+                                    "finally 3\n"
+                                    "end 0\n"
+                                    "finally 0\n"
+                                    "step 2 7\n"
+                                    "end 2\n"
+                                    "finally 2\n"
+                                    "spawn_return 0\n"
+                                    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
+                                    "completed=[c:2,c:5,coll:ar,h:0,h:1,h:2,h:3,h:4,h:5]\n"
+                                    "spawn_end\n"};
 
 static void test_random_scenario_05_succeeds(void **state)
 {
@@ -478,8 +511,18 @@ static void test_random_scenario_05_succeeds(void **state)
 /* scenario 6: nprocs=3 */
 #define W 3
 static const fe_act s06_p0[] = {FE_AR("ar", W), FE_Y, FE_W("h:0"), FE_Y, FE_DONE("h:1"), FE_END};
-static const fe_act s06_p1[] = {FE_ENQ("h:2"), FE_DONE("h:4"), FE_Y, FE_W("h:5"), FE_Y, FE_AR_POLL("ar", W), FE_Y, FE_END};
-static const fe_act s06_p2[] = {FE_Y, FE_DONE("h:1"), FE_Y, FE_W("h:2"), FE_AR("ar", W), FE_ENQ("h:4"), FE_RAISE(12, "rank 2 fails in scenario 6"), FE_Y, FE_Y, FE_END};
+static const fe_act s06_p1[] = {FE_ENQ("h:2"), FE_DONE("h:4"),      FE_Y, FE_W("h:5"),
+                                FE_Y,          FE_AR_POLL("ar", W), FE_Y, FE_END};
+static const fe_act s06_p2[] = {FE_Y,
+                                FE_DONE("h:1"),
+                                FE_Y,
+                                FE_W("h:2"),
+                                FE_AR("ar", W),
+                                FE_ENQ("h:4"),
+                                FE_RAISE(12, "rank 2 fails in scenario 6"),
+                                FE_Y,
+                                FE_Y,
+                                FE_END};
 #undef W
 static const fe_act *const s06_plans[] = {s06_p0, s06_p1, s06_p2};
 static const struct knob s06_knobs[] = {{KN_ENQ, "h:3", "h:4", 0}, {KN_END, NULL, NULL, 0}};
@@ -549,12 +592,18 @@ static void test_random_scenario_06_fails(void **state)
 #define W 5
 static const fe_act s07_p0[] = {FE_SUBMIT("c:3", 0, "m0"), FE_AR("ar", W), FE_END};
 static const fe_act s07_p1[] = {FE_AR("ar", W), FE_W("h:3"), FE_END};
-static const fe_act s07_p2[] = {FE_Y, FE_ENQ("h:2"), FE_ENQ("h:4"), FE_AR("ar", W), FE_Y, FE_SUBMIT("c:1", 1, "m1"), FE_W("h:4"), FE_DONE("h:5"), FE_END};
+static const fe_act s07_p2[] = {FE_Y,           FE_ENQ("h:2"),  FE_ENQ("h:4"),
+                                FE_AR("ar", W), FE_Y,           FE_SUBMIT("c:1", 1, "m1"),
+                                FE_W("h:4"),    FE_DONE("h:5"), FE_END};
 static const fe_act s07_p3[] = {FE_Y, FE_Y, FE_W("h:1"), FE_Y, FE_DONE("h:5"), FE_AR("ar", W), FE_Y, FE_END};
-static const fe_act s07_p4[] = {FE_Y, FE_AR_POLL("ar", W), FE_ENQ("h:0"), FE_W("h:0"), FE_ENQ("h:1"), FE_Y, FE_Y, FE_Y, FE_END};
+static const fe_act s07_p4[] = {
+    FE_Y, FE_AR_POLL("ar", W), FE_ENQ("h:0"), FE_W("h:0"), FE_ENQ("h:1"), FE_Y, FE_Y, FE_Y, FE_END};
 #undef W
 static const fe_act *const s07_plans[] = {s07_p0, s07_p1, s07_p2, s07_p3, s07_p4};
-static const struct knob s07_knobs[] = {{KN_ENQ, "h:2", "h:4", 0}, {KN_SUB, "h:1", "c:k7", 0}, {KN_FAIL, "h:1", NULL, 47}, {KN_END, NULL, NULL, 0}};
+static const struct knob s07_knobs[] = {{KN_ENQ, "h:2", "h:4", 0},
+                                        {KN_SUB, "h:1", "c:k7", 0},
+                                        {KN_FAIL, "h:1", NULL, 47},
+                                        {KN_END, NULL, NULL, 0}};
 static const struct scenario s07 = {
     5, s07_plans, s07_knobs,
     "spawn_begin nprocs=5\n"
@@ -604,7 +653,8 @@ static const struct scenario s07 = {
     "spawn_raised KB_ESPAWN\n"
     "error ranks=[] first=None code=None\n"
     "error_drain code=47 handle=h:1\n"
-    "error_msg spawn failed on ranks []: drain failed: engine wait for handle h:1 (pending worker wait) returned 47\n"
+    "error_msg spawn failed on ranks []: drain failed: engine wait for handle h:1 (pending worker wait) "
+    "returned 47\n"
     "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:3,h:2,h:4]\n"
     "spawn_end\n"};
 
@@ -620,88 +670,91 @@ static void test_random_scenario_07_fails(void **state)
 static const fe_act s08_p0[] = {FE_Y, FE_AR("ar", W), FE_W("h:3"), FE_Y, FE_Y, FE_END};
 static const fe_act s08_p1[] = {FE_W("h:1"), FE_W("h:5"), FE_AR_POLL("ar", W), FE_Y, FE_Y, FE_Y, FE_END};
 static const fe_act s08_p2[] = {FE_AR("ar", W), FE_END};
-static const fe_act s08_p3[] = {FE_DONE("h:2"), FE_Y, FE_Y, FE_DONE("h:1"), FE_SUBMIT("c:1", 0, "m0"), FE_Y, FE_AR("ar", W), FE_DONE("h:2"), FE_END};
+static const fe_act s08_p3[] = {
+    FE_DONE("h:2"), FE_Y,           FE_Y,           FE_DONE("h:1"), FE_SUBMIT("c:1", 0, "m0"),
+    FE_Y,           FE_AR("ar", W), FE_DONE("h:2"), FE_END};
 static const fe_act s08_p4[] = {FE_AR("ar", W), FE_END};
 #undef W
 static const fe_act *const s08_plans[] = {s08_p0, s08_p1, s08_p2, s08_p3, s08_p4};
-static const struct knob s08_knobs[] = {{KN_ENQ, "h:5", "h:0", 0}, {KN_SUB, "h:4", "c:k8", 0}, {KN_END, NULL, NULL, 0}};
-static const struct scenario s08 = {
-    5, s08_plans, s08_knobs,
-    "spawn_begin nprocs=5\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "bind 4\n"
-    "start 0\n"
-    "step 0 0\n"
-    "start 1\n"
-    "step 1 0\n"
-    "wait_enqueue 1 h:1\n"
-    "start 2\n"
-    "step 2 0\n"
-    "coll_arrive 2 ar n=1/5\n"
-    "start 3\n"
-    "step 3 0\n"
-    "step 3 1\n"
-    "start 4\n"
-    "step 4 0\n"
-    "coll_arrive 4 ar n=2/5\n"
-    "engine_wait h:1\n"
-    "step 0 1\n"
-    "coll_arrive 0 ar n=3/5\n"
-    "wait_done 1 h:1\n"
-    "step 1 1\n"
-    "wait_enqueue 1 h:5\n"
-    "step 3 2\n"
-    "engine_wait h:5\n"
-    "engine_wait h:0\n"
-    "wait_done 1 h:5\n"
-    "step 1 2\n"
-    "coll_arrive 1 ar n=4/5\n"
-    "step 3 3\n"
-    "step 3 4\n"
-    "step 3 5\n"
-    "main_wait c:1 meta=m0\n"
-    "engine_wait c:1\n"
-    "step 3 6\n"
-    "coll_arrive 3 ar n=5/5\n"
-    "coll_issue 3 coll:ar sip=0\n"
-    "wait_enqueue 3 coll:ar\n"
-    "wait_enqueue 4 coll:ar\n"
-    "engine_wait coll:ar\n"
-    "wait_fast 0 coll:ar\n"
-    "coll_done 0 ar result=15\n"
-    "step 0 2\n"
-    "wait_enqueue 0 h:3\n"
-    "coll_done 1 ar result=15\n"
-    "step 1 3\n"
-    "wait_fast 2 coll:ar\n"
-    "coll_done 2 ar result=15\n"
-    "end 2\n"
-    "finally 2\n"
-    "wait_done 3 coll:ar\n"
-    "coll_done 3 ar result=15\n"
-    "step 3 7\n"
-    "end 3\n"
-    "finally 3\n"
-    "wait_done 4 coll:ar\n"
-    "coll_done 4 ar result=15\n"
-    "end 4\n"
-    "finally 4\n"
-    "engine_wait h:3\n"
-    "wait_done 0 h:3\n"
-    "step 0 3\n"
-    "step 1 4\n"
-    "step 0 4\n"
-    "step 1 5\n"
-    "end 0\n"
-    "finally 0\n"
-    "end 1\n"
-    "finally 1\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:1,coll:ar,h:0,h:1,h:2,h:3,h:5]\n"
-    "spawn_end\n"};
+static const struct knob s08_knobs[] = {
+    {KN_ENQ, "h:5", "h:0", 0}, {KN_SUB, "h:4", "c:k8", 0}, {KN_END, NULL, NULL, 0}};
+static const struct scenario s08 = {5, s08_plans, s08_knobs,
+                                    "spawn_begin nprocs=5\n"
+                                    "bind 0\n"
+                                    "bind 1\n"
+                                    "bind 2\n"
+                                    "bind 3\n"
+                                    "bind 4\n"
+                                    "start 0\n"
+                                    "step 0 0\n"
+                                    "start 1\n"
+                                    "step 1 0\n"
+                                    "wait_enqueue 1 h:1\n"
+                                    "start 2\n"
+                                    "step 2 0\n"
+                                    "coll_arrive 2 ar n=1/5\n"
+                                    "start 3\n"
+                                    "step 3 0\n"
+                                    "step 3 1\n"
+                                    "start 4\n"
+                                    "step 4 0\n"
+                                    "coll_arrive 4 ar n=2/5\n"
+                                    "engine_wait h:1\n"
+                                    "step 0 1\n"
+                                    "coll_arrive 0 ar n=3/5\n"
+                                    "wait_done 1 h:1\n"
+                                    "step 1 1\n"
+                                    "wait_enqueue 1 h:5\n"
+                                    "step 3 2\n"
+                                    "engine_wait h:5\n"
+                                    "engine_wait h:0\n"
+                                    "wait_done 1 h:5\n"
+                                    "step 1 2\n"
+                                    "coll_arrive 1 ar n=4/5\n"
+                                    "step 3 3\n"
+                                    "step 3 4\n"
+                                    "step 3 5\n"
+                                    "main_wait c:1 meta=m0\n"
+                                    "engine_wait c:1\n"
+                                    "step 3 6\n"
+                                    "coll_arrive 3 ar n=5/5\n"
+                                    "coll_issue 3 coll:ar sip=0\n"
+                                    "wait_enqueue 3 coll:ar\n"
+                                    "wait_enqueue 4 coll:ar\n"
+                                    "engine_wait coll:ar\n"
+                                    "wait_fast 0 coll:ar\n"
+                                    "coll_done 0 ar result=15\n"
+                                    "step 0 2\n"
+                                    "wait_enqueue 0 h:3\n"
+                                    "coll_done 1 ar result=15\n"
+                                    "step 1 3\n"
+                                    "wait_fast 2 coll:ar\n"
+                                    "coll_done 2 ar result=15\n"
+                                    "end 2\n"
+                                    "finally 2\n"
+                                    "wait_done 3 coll:ar\n"
+                                    "coll_done 3 ar result=15\n"
+                                    "step 3 7\n"
+                                    "end 3\n"
+                                    "finally 3\n"
+                                    "wait_done 4 coll:ar\n"
+                                    "coll_done 4 ar result=15\n"
+                                    "end 4\n"
+                                    "finally 4\n"
+                                    "engine_wait h:3\n"
+                                    "wait_done 0 h:3\n"
+                                    "step 0 3\n"
+                                    "step 1 4\n"
+                                    "step 0 4\n"
+                                    "step 1 5\n"
+                                    "end 0\n"
+                                    "finally 0\n"
+                                    "end 1\n"
+                                    "finally 1\n"
+                                    "spawn_return 0\n"
+                                    "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
+                                    "completed=[c:1,coll:ar,h:0,h:1,h:2,h:3,h:5]\n"
+                                    "spawn_end\n"};
 
 static void test_random_scenario_08_succeeds(void **state)
 {
@@ -712,7 +765,8 @@ static void test_random_scenario_08_succeeds(void **state)
 
 /* scenario 9: nprocs=1 */
 #define W 1
-static const fe_act s09_p0[] = {FE_W("h:0"), FE_AR("ar", W), FE_Y, FE_W("h:3"), FE_Y, FE_ENQ("h:3"), FE_Y, FE_END};
+static const fe_act s09_p0[] = {FE_W("h:0"), FE_AR("ar", W), FE_Y, FE_W("h:3"),
+                                FE_Y,        FE_ENQ("h:3"),  FE_Y, FE_END};
 #undef W
 static const fe_act *const s09_plans[] = {s09_p0};
 static const struct knob s09_knobs[] = {{KN_ENQ, "h:2", "h:1", 0}, {KN_END, NULL, NULL, 0}};
@@ -755,7 +809,16 @@ static void test_random_scenario_09_succeeds(void **state)
 
 /* scenario 10: nprocs=2 */
 #define W 2
-static const fe_act s10_p0[] = {FE_RAISE(10, "rank 0 fails in scenario 10"), FE_Y, FE_Y, FE_Y, FE_DONE("h:4"), FE_Y, FE_W("h:0"), FE_AR("ar", W), FE_SUBMIT("c:1", 0, "m0"), FE_END};
+static const fe_act s10_p0[] = {FE_RAISE(10, "rank 0 fails in scenario 10"),
+                                FE_Y,
+                                FE_Y,
+                                FE_Y,
+                                FE_DONE("h:4"),
+                                FE_Y,
+                                FE_W("h:0"),
+                                FE_AR("ar", W),
+                                FE_SUBMIT("c:1", 0, "m0"),
+                                FE_END};
 static const fe_act s10_p1[] = {FE_ENQ("h:3"), FE_Y, FE_Y, FE_Y, FE_AR("ar", W), FE_Y, FE_ENQ("h:4"), FE_END};
 #undef W
 static const fe_act *const s10_plans[] = {s10_p0, s10_p1};
@@ -787,102 +850,105 @@ static void test_random_scenario_10_fails(void **state)
 /* scenario 11: nprocs=5 */
 #define W 5
 static const fe_act s11_p0[] = {FE_Y, FE_Y, FE_W("h:3"), FE_Y, FE_Y, FE_AR("ar", W), FE_END};
-static const fe_act s11_p1[] = {FE_Y, FE_W("h:1"), FE_Y, FE_AR("ar", W), FE_Y, FE_DONE("h:5"), FE_SUBMIT("c:2", 0, "m0"), FE_END};
+static const fe_act s11_p1[] = {
+    FE_Y, FE_W("h:1"), FE_Y, FE_AR("ar", W), FE_Y, FE_DONE("h:5"), FE_SUBMIT("c:2", 0, "m0"), FE_END};
 static const fe_act s11_p2[] = {FE_Y, FE_Y, FE_AR_POLL("ar", W), FE_W("h:0"), FE_END};
-static const fe_act s11_p3[] = {FE_Y, FE_ENQ("h:5"), FE_DONE("h:5"), FE_AR("ar", W), FE_W("h:0"), FE_Y, FE_END};
+static const fe_act s11_p3[] = {FE_Y,        FE_ENQ("h:5"), FE_DONE("h:5"), FE_AR("ar", W),
+                                FE_W("h:0"), FE_Y,          FE_END};
 static const fe_act s11_p4[] = {FE_W("h:4"), FE_AR("ar", W), FE_END};
 #undef W
 static const fe_act *const s11_plans[] = {s11_p0, s11_p1, s11_p2, s11_p3, s11_p4};
-static const struct knob s11_knobs[] = {{KN_ENQ, "h:2", "h:4", 0}, {KN_SUB, "h:4", "c:k11", 0}, {KN_END, NULL, NULL, 0}};
-static const struct scenario s11 = {
-    5, s11_plans, s11_knobs,
-    "spawn_begin nprocs=5\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "bind 4\n"
-    "start 0\n"
-    "step 0 0\n"
-    "start 1\n"
-    "step 1 0\n"
-    "start 2\n"
-    "step 2 0\n"
-    "start 3\n"
-    "step 3 0\n"
-    "start 4\n"
-    "step 4 0\n"
-    "wait_enqueue 4 h:4\n"
-    "engine_wait h:4\n"
-    "main_wait c:k11 meta=mk\n"
-    "engine_wait c:k11\n"
-    "step 0 1\n"
-    "step 1 1\n"
-    "wait_enqueue 1 h:1\n"
-    "step 2 1\n"
-    "step 3 1\n"
-    "step 3 2\n"
-    "step 3 3\n"
-    "coll_arrive 3 ar n=1/5\n"
-    "wait_done 4 h:4\n"
-    "step 4 1\n"
-    "coll_arrive 4 ar n=2/5\n"
-    "engine_wait h:1\n"
-    "step 0 2\n"
-    "wait_enqueue 0 h:3\n"
-    "wait_done 1 h:1\n"
-    "step 1 2\n"
-    "step 2 2\n"
-    "coll_arrive 2 ar n=3/5\n"
-    "engine_wait h:3\n"
-    "wait_done 0 h:3\n"
-    "step 0 3\n"
-    "step 1 3\n"
-    "coll_arrive 1 ar n=4/5\n"
-    "step 0 4\n"
-    "step 0 5\n"
-    "coll_arrive 0 ar n=5/5\n"
-    "coll_issue 0 coll:ar sip=0\n"
-    "wait_enqueue 0 coll:ar\n"
-    "wait_enqueue 1 coll:ar\n"
-    "wait_enqueue 3 coll:ar\n"
-    "wait_enqueue 4 coll:ar\n"
-    "engine_wait coll:ar\n"
-    "wait_done 0 coll:ar\n"
-    "coll_done 0 ar result=15\n"
-    "end 0\n"
-    "finally 0\n"
-    "wait_done 1 coll:ar\n"
-    "coll_done 1 ar result=15\n"
-    "step 1 4\n"
-    "coll_done 2 ar result=15\n"
-    "step 2 3\n"
-    "wait_enqueue 2 h:0\n"
-    "wait_done 3 coll:ar\n"
-    "coll_done 3 ar result=15\n"
-    "step 3 4\n"
-    "wait_enqueue 3 h:0\n"
-    "wait_done 4 coll:ar\n"
-    "coll_done 4 ar result=15\n"
-    "end 4\n"
-    "finally 4\n"
-    "engine_wait h:0\n"
-    "step 1 5\n"
-    "step 1 6\n"
-    "end 1\n"
-    "finally 1\n"
-    "wait_done 2 h:0\n"
-    "end 2\n"
-    "finally 2\n"
-    "wait_done 3 h:0\n"
-    "step 3 5\n"
-    "main_wait c:2 meta=m0\n"
-    "engine_wait c:2\n"
-    "end 3\n"
-    "finally 3\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:2,c:k11,coll:ar,h:0,h:1,h:3,h:4,h:5]\n"
-    "spawn_end\n"};
+static const struct knob s11_knobs[] = {
+    {KN_ENQ, "h:2", "h:4", 0}, {KN_SUB, "h:4", "c:k11", 0}, {KN_END, NULL, NULL, 0}};
+static const struct scenario s11 = {5, s11_plans, s11_knobs,
+                                    "spawn_begin nprocs=5\n"
+                                    "bind 0\n"
+                                    "bind 1\n"
+                                    "bind 2\n"
+                                    "bind 3\n"
+                                    "bind 4\n"
+                                    "start 0\n"
+                                    "step 0 0\n"
+                                    "start 1\n"
+                                    "step 1 0\n"
+                                    "start 2\n"
+                                    "step 2 0\n"
+                                    "start 3\n"
+                                    "step 3 0\n"
+                                    "start 4\n"
+                                    "step 4 0\n"
+                                    "wait_enqueue 4 h:4\n"
+                                    "engine_wait h:4\n"
+                                    "main_wait c:k11 meta=mk\n"
+                                    "engine_wait c:k11\n"
+                                    "step 0 1\n"
+                                    "step 1 1\n"
+                                    "wait_enqueue 1 h:1\n"
+                                    "step 2 1\n"
+                                    "step 3 1\n"
+                                    "step 3 2\n"
+                                    "step 3 3\n"
+                                    "coll_arrive 3 ar n=1/5\n"
+                                    "wait_done 4 h:4\n"
+                                    "step 4 1\n"
+                                    "coll_arrive 4 ar n=2/5\n"
+                                    "engine_wait h:1\n"
+                                    "step 0 2\n"
+                                    "wait_enqueue 0 h:3\n"
+                                    "wait_done 1 h:1\n"
+                                    "step 1 2\n"
+                                    "step 2 2\n"
+                                    "coll_arrive 2 ar n=3/5\n"
+                                    "engine_wait h:3\n"
+                                    "wait_done 0 h:3\n"
+                                    "step 0 3\n"
+                                    "step 1 3\n"
+                                    "coll_arrive 1 ar n=4/5\n"
+                                    "step 0 4\n"
+                                    "step 0 5\n"
+                                    "coll_arrive 0 ar n=5/5\n"
+                                    "coll_issue 0 coll:ar sip=0\n"
+                                    "wait_enqueue 0 coll:ar\n"
+                                    "wait_enqueue 1 coll:ar\n"
+                                    "wait_enqueue 3 coll:ar\n"
+                                    "wait_enqueue 4 coll:ar\n"
+                                    "engine_wait coll:ar\n"
+                                    "wait_done 0 coll:ar\n"
+                                    "coll_done 0 ar result=15\n"
+                                    "end 0\n"
+                                    "finally 0\n"
+                                    "wait_done 1 coll:ar\n"
+                                    "coll_done 1 ar result=15\n"
+                                    "step 1 4\n"
+                                    "coll_done 2 ar result=15\n"
+                                    "step 2 3\n"
+                                    "wait_enqueue 2 h:0\n"
+                                    "wait_done 3 coll:ar\n"
+                                    "coll_done 3 ar result=15\n"
+                                    "step 3 4\n"
+                                    "wait_enqueue 3 h:0\n"
+                                    "wait_done 4 coll:ar\n"
+                                    "coll_done 4 ar result=15\n"
+                                    "end 4\n"
+                                    "finally 4\n"
+                                    "engine_wait h:0\n"
+                                    "step 1 5\n"
+                                    "step 1 6\n"
+                                    "end 1\n"
+                                    "finally 1\n"
+                                    "wait_done 2 h:0\n"
+                                    "end 2\n"
+                                    "finally 2\n"
+                                    "wait_done 3 h:0\n"
+                                    "step 3 5\n"
+                                    "main_wait c:2 meta=m0\n"
+                                    "engine_wait c:2\n"
+                                    "end 3\n"
+                                    "finally 3\n"
+                                    "spawn_return 0\n"
+                                    "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
+                                    "completed=[c:2,c:k11,coll:ar,h:0,h:1,h:3,h:4,h:5]\n"
+                                    "spawn_end\n"};
 
 static void test_random_scenario_11_succeeds(void **state)
 {
@@ -893,15 +959,25 @@ static void test_random_scenario_11_succeeds(void **state)
 
 /* scenario 12: nprocs=6 */
 #define W 6
-static const fe_act s12_p0[] = {FE_W("h:2"), FE_Y, FE_DONE("h:1"), FE_Y, FE_W("h:3"), FE_DONE("h:1"), FE_SUBMIT("c:5", 0, "m0"), FE_AR("ar", W), FE_END};
-static const fe_act s12_p1[] = {FE_Y, FE_Y, FE_DONE("h:5"), FE_W("h:3"), FE_AR("ar", W), FE_DONE("h:0"), FE_END};
-static const fe_act s12_p2[] = {FE_Y, FE_W("h:1"), FE_Y, FE_Y, FE_W("h:2"), FE_DONE("h:2"), FE_AR_POLL("ar", W), FE_Y, FE_END};
-static const fe_act s12_p3[] = {FE_DONE("h:1"), FE_Y, FE_W("h:2"), FE_Y, FE_RAISE(13, "rank 3 fails in scenario 12"), FE_AR("ar", W), FE_Y, FE_Y, FE_DONE("h:4"), FE_END};
+static const fe_act s12_p0[] = {
+    FE_W("h:2"),    FE_Y,  FE_DONE("h:1"), FE_Y, FE_W("h:3"), FE_DONE("h:1"), FE_SUBMIT("c:5", 0, "m0"),
+    FE_AR("ar", W), FE_END};
+static const fe_act s12_p1[] = {FE_Y,           FE_Y,           FE_DONE("h:5"), FE_W("h:3"),
+                                FE_AR("ar", W), FE_DONE("h:0"), FE_END};
+static const fe_act s12_p2[] = {FE_Y,           FE_W("h:1"),         FE_Y, FE_Y,  FE_W("h:2"),
+                                FE_DONE("h:2"), FE_AR_POLL("ar", W), FE_Y, FE_END};
+static const fe_act s12_p3[] = {
+    FE_DONE("h:1"), FE_Y, FE_W("h:2"), FE_Y,           FE_RAISE(13, "rank 3 fails in scenario 12"),
+    FE_AR("ar", W), FE_Y, FE_Y,        FE_DONE("h:4"), FE_END};
 static const fe_act s12_p4[] = {FE_Y, FE_AR("ar", W), FE_END};
-static const fe_act s12_p5[] = {FE_ENQ("h:3"), FE_DONE("h:0"), FE_AR("ar", W), FE_W("h:1"), FE_Y, FE_W("h:5"), FE_END};
+static const fe_act s12_p5[] = {FE_ENQ("h:3"), FE_DONE("h:0"), FE_AR("ar", W), FE_W("h:1"),
+                                FE_Y,          FE_W("h:5"),    FE_END};
 #undef W
 static const fe_act *const s12_plans[] = {s12_p0, s12_p1, s12_p2, s12_p3, s12_p4, s12_p5};
-static const struct knob s12_knobs[] = {{KN_ENQ, "h:3", "h:0", 0}, {KN_SUB, "h:2", "c:k12", 0}, {KN_FAIL, "c:1", NULL, 52}, {KN_END, NULL, NULL, 0}};
+static const struct knob s12_knobs[] = {{KN_ENQ, "h:3", "h:0", 0},
+                                        {KN_SUB, "h:2", "c:k12", 0},
+                                        {KN_FAIL, "c:1", NULL, 52},
+                                        {KN_END, NULL, NULL, 0}};
 static const struct scenario s12 = {
     6, s12_plans, s12_knobs,
     "spawn_begin nprocs=6\n"
@@ -969,7 +1045,8 @@ static const struct scenario s12 = {
     "error ranks=[3] first=3 code=13\n"
     "error_entry 3 code=13 msg=rank 3 fails in scenario 12\n"
     "error_msg spawn failed on ranks [3]: rank 3 raised code 13: rank 3 fails in scenario 12\n"
-    "post ranks=[dead,dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:k12,h:0,h:1,h:2,h:3,h:5]\n"
+    "post ranks=[dead,dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
+    "completed=[c:k12,h:0,h:1,h:2,h:3,h:5]\n"
     "spawn_end\n"};
 
 static void test_random_scenario_12_fails(void **state)
@@ -982,8 +1059,10 @@ static void test_random_scenario_12_fails(void **state)
 /* scenario 13: nprocs=3 */
 #define W 3
 static const fe_act s13_p0[] = {FE_AR("ar", W), FE_DONE("h:0"), FE_Y, FE_Y, FE_END};
-static const fe_act s13_p1[] = {FE_Y, FE_RAISE(11, "rank 1 fails in scenario 13"), FE_AR_POLL("ar", W), FE_Y, FE_END};
-static const fe_act s13_p2[] = {FE_Y, FE_AR_POLL("ar", W), FE_Y, FE_Y, FE_W("h:0"), FE_W("h:0"), FE_DONE("h:4"), FE_W("h:4"), FE_END};
+static const fe_act s13_p1[] = {FE_Y, FE_RAISE(11, "rank 1 fails in scenario 13"), FE_AR_POLL("ar", W), FE_Y,
+                                FE_END};
+static const fe_act s13_p2[] = {FE_Y,        FE_AR_POLL("ar", W), FE_Y,        FE_Y,  FE_W("h:0"),
+                                FE_W("h:0"), FE_DONE("h:4"),      FE_W("h:4"), FE_END};
 #undef W
 static const fe_act *const s13_plans[] = {s13_p0, s13_p1, s13_p2};
 static const struct knob s13_knobs[] = {{KN_ENQ, "h:0", "h:5", 0}, {KN_END, NULL, NULL, 0}};
@@ -1025,11 +1104,21 @@ static void test_random_scenario_13_fails(void **state)
 /* scenario 14: nprocs=3 */
 #define W 3
 static const fe_act s14_p0[] = {FE_Y, FE_DONE("h:0"), FE_AR("ar", W), FE_END};
-static const fe_act s14_p1[] = {FE_RAISE(11, "rank 1 fails in scenario 14"), FE_Y, FE_W("h:5"), FE_DONE("h:1"), FE_Y, FE_W("h:2"), FE_AR("ar", W), FE_W("h:0"), FE_DONE("h:4"), FE_END};
+static const fe_act s14_p1[] = {FE_RAISE(11, "rank 1 fails in scenario 14"),
+                                FE_Y,
+                                FE_W("h:5"),
+                                FE_DONE("h:1"),
+                                FE_Y,
+                                FE_W("h:2"),
+                                FE_AR("ar", W),
+                                FE_W("h:0"),
+                                FE_DONE("h:4"),
+                                FE_END};
 static const fe_act s14_p2[] = {FE_AR("ar", W), FE_END};
 #undef W
 static const fe_act *const s14_plans[] = {s14_p0, s14_p1, s14_p2};
-static const struct knob s14_knobs[] = {{KN_ENQ, "h:5", "h:1", 0}, {KN_SUB, "h:0", "c:k14", 0}, {KN_END, NULL, NULL, 0}};
+static const struct knob s14_knobs[] = {
+    {KN_ENQ, "h:5", "h:1", 0}, {KN_SUB, "h:0", "c:k14", 0}, {KN_END, NULL, NULL, 0}};
 static const struct scenario s14 = {
     3, s14_plans, s14_knobs,
     "spawn_begin nprocs=3\n"
@@ -1065,7 +1154,8 @@ static const fe_act s15_p0[] = {FE_ENQ("h:3"), FE_Y, FE_Y, FE_W("h:5"), FE_AR("a
 static const fe_act s15_p1[] = {FE_W("h:1"), FE_Y, FE_AR("ar", W), FE_SUBMIT("c:4", 0, "m0"), FE_Y, FE_END};
 #undef W
 static const fe_act *const s15_plans[] = {s15_p0, s15_p1};
-static const struct knob s15_knobs[] = {{KN_ENQ, "h:4", "h:5", 0}, {KN_FAIL, "h:5", NULL, 55}, {KN_END, NULL, NULL, 0}};
+static const struct knob s15_knobs[] = {
+    {KN_ENQ, "h:4", "h:5", 0}, {KN_FAIL, "h:5", NULL, 55}, {KN_END, NULL, NULL, 0}};
 static const struct scenario s15 = {
     2, s15_plans, s15_knobs,
     "spawn_begin nprocs=2\n"
@@ -1095,7 +1185,8 @@ static const struct scenario s15 = {
     "spawn_raised KB_ESPAWN\n"
     "error ranks=[] first=None code=None\n"
     "error_drain code=55 handle=h:5\n"
-    "error_msg spawn failed on ranks []: drain failed: engine wait for handle h:5 (pending worker wait) returned 55\n"
+    "error_msg spawn failed on ranks []: drain failed: engine wait for handle h:5 (pending worker wait) "
+    "returned 55\n"
     "post ranks=[dead,dead] pending_worker=[] pending_coll=[] completed=[h:1,h:3]\n"
     "spawn_end\n"};
 
@@ -1110,74 +1201,75 @@ static void test_random_scenario_15_fails(void **state)
 #define W 5
 static const fe_act s16_p0[] = {FE_DONE("h:0"), FE_AR("ar", W), FE_END};
 static const fe_act s16_p1[] = {FE_AR_POLL("ar", W), FE_ENQ("h:5"), FE_END};
-static const fe_act s16_p2[] = {FE_Y, FE_Y, FE_SUBMIT("c:0", 0, "m0"), FE_Y, FE_AR_POLL("ar", W), FE_Y, FE_END};
+static const fe_act s16_p2[] = {FE_Y, FE_Y,  FE_SUBMIT("c:0", 0, "m0"), FE_Y, FE_AR_POLL("ar", W),
+                                FE_Y, FE_END};
 static const fe_act s16_p3[] = {FE_W("h:1"), FE_DONE("h:3"), FE_AR_POLL("ar", W), FE_END};
 static const fe_act s16_p4[] = {FE_Y, FE_AR("ar", W), FE_END};
 #undef W
 static const fe_act *const s16_plans[] = {s16_p0, s16_p1, s16_p2, s16_p3, s16_p4};
 static const struct knob s16_knobs[] = {{KN_ENQ, "h:3", "h:4", 0}, {KN_END, NULL, NULL, 0}};
-static const struct scenario s16 = {
-    5, s16_plans, s16_knobs,
-    "spawn_begin nprocs=5\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "bind 4\n"
-    "start 0\n"
-    "step 0 0\n"
-    "step 0 1\n"
-    "coll_arrive 0 ar n=1/5\n"
-    "start 1\n"
-    "step 1 0\n"
-    "coll_arrive 1 ar n=2/5\n"
-    "start 2\n"
-    "step 2 0\n"
-    "start 3\n"
-    "step 3 0\n"
-    "wait_enqueue 3 h:1\n"
-    "start 4\n"
-    "step 4 0\n"
-    "engine_wait h:1\n"
-    "step 2 1\n"
-    "wait_done 3 h:1\n"
-    "step 3 1\n"
-    "step 3 2\n"
-    "coll_arrive 3 ar n=3/5\n"
-    "step 4 1\n"
-    "coll_arrive 4 ar n=4/5\n"
-    "step 2 2\n"
-    "step 2 3\n"
-    "main_wait c:0 meta=m0\n"
-    "engine_wait c:0\n"
-    "step 2 4\n"
-    "coll_arrive 2 ar n=5/5\n"
-    "coll_issue 2 coll:ar sip=0\n"
-    "wait_enqueue 4 coll:ar\n"
-    "engine_wait coll:ar\n"
-    "wait_fast 0 coll:ar\n"
-    "coll_done 0 ar result=15\n"
-    "end 0\n"
-    "finally 0\n"
-    "coll_done 1 ar result=15\n"
-    "step 1 1\n"
-    "end 1\n"
-    "finally 1\n"
-    "coll_done 2 ar result=15\n"
-    "step 2 5\n"
-    "coll_done 3 ar result=15\n"
-    "end 3\n"
-    "finally 3\n"
-    "wait_done 4 coll:ar\n"
-    "coll_done 4 ar result=15\n"
-    "end 4\n"
-    "finally 4\n"
-    "engine_wait h:5\n"
-    "end 2\n"
-    "finally 2\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:0,coll:ar,h:0,h:1,h:3,h:5]\n"
-    "spawn_end\n"};
+static const struct scenario s16 = {5, s16_plans, s16_knobs,
+                                    "spawn_begin nprocs=5\n"
+                                    "bind 0\n"
+                                    "bind 1\n"
+                                    "bind 2\n"
+                                    "bind 3\n"
+                                    "bind 4\n"
+                                    "start 0\n"
+                                    "step 0 0\n"
+                                    "step 0 1\n"
+                                    "coll_arrive 0 ar n=1/5\n"
+                                    "start 1\n"
+                                    "step 1 0\n"
+                                    "coll_arrive 1 ar n=2/5\n"
+                                    "start 2\n"
+                                    "step 2 0\n"
+                                    "start 3\n"
+                                    "step 3 0\n"
+                                    "wait_enqueue 3 h:1\n"
+                                    "start 4\n"
+                                    "step 4 0\n"
+                                    "engine_wait h:1\n"
+                                    "step 2 1\n"
+                                    "wait_done 3 h:1\n"
+                                    "step 3 1\n"
+                                    "step 3 2\n"
+                                    "coll_arrive 3 ar n=3/5\n"
+                                    "step 4 1\n"
+                                    "coll_arrive 4 ar n=4/5\n"
+                                    "step 2 2\n"
+                                    "step 2 3\n"
+                                    "main_wait c:0 meta=m0\n"
+                                    "engine_wait c:0\n"
+                                    "step 2 4\n"
+                                    "coll_arrive 2 ar n=5/5\n"
+                                    "coll_issue 2 coll:ar sip=0\n"
+                                    "wait_enqueue 4 coll:ar\n"
+                                    "engine_wait coll:ar\n"
+                                    "wait_fast 0 coll:ar\n"
+                                    "coll_done 0 ar result=15\n"
+                                    "end 0\n"
+                                    "finally 0\n"
+                                    "coll_done 1 ar result=15\n"
+                                    "step 1 1\n"
+                                    "end 1\n"
+                                    "finally 1\n"
+                                    "coll_done 2 ar result=15\n"
+                                    "step 2 5\n"
+                                    "coll_done 3 ar result=15\n"
+                                    "end 3\n"
+                                    "finally 3\n"
+                                    "wait_done 4 coll:ar\n"
+                                    "coll_done 4 ar result=15\n"
+                                    "end 4\n"
+                                    "finally 4\n"
+                                    "engine_wait h:5\n"
+                                    "end 2\n"
+                                    "finally 2\n"
+                                    "spawn_return 0\n"
+                                    "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
+                                    "completed=[c:0,coll:ar,h:0,h:1,h:3,h:5]\n"
+                                    "spawn_end\n"};
 
 static void test_random_scenario_16_succeeds(void **state)
 {
@@ -1189,98 +1281,101 @@ static void test_random_scenario_16_succeeds(void **state)
 /* scenario 17: nprocs=5 */
 #define W 5
 static const fe_act s17_p0[] = {FE_W("h:3"), FE_AR("ar", W), FE_W("h:3"), FE_END};
-static const fe_act s17_p1[] = {FE_W("h:5"), FE_SUBMIT("c:1", 0, "m0"), FE_AR("ar", W), FE_DONE("h:0"), FE_Y, FE_SUBMIT("c:0", 1, "m1"), FE_Y, FE_END};
+static const fe_act s17_p1[] = {FE_W("h:5"), FE_SUBMIT("c:1", 0, "m0"), FE_AR("ar", W), FE_DONE("h:0"),
+                                FE_Y,        FE_SUBMIT("c:0", 1, "m1"), FE_Y,           FE_END};
 static const fe_act s17_p2[] = {FE_Y, FE_AR_POLL("ar", W), FE_Y, FE_Y, FE_Y, FE_DONE("h:2"), FE_END};
-static const fe_act s17_p3[] = {FE_SUBMIT("c:2", 2, "m2"), FE_DONE("h:1"), FE_ENQ("h:3"), FE_DONE("h:0"), FE_Y, FE_AR_POLL("ar", W), FE_END};
+static const fe_act s17_p3[] = {
+    FE_SUBMIT("c:2", 2, "m2"), FE_DONE("h:1"), FE_ENQ("h:3"), FE_DONE("h:0"), FE_Y,
+    FE_AR_POLL("ar", W),       FE_END};
 static const fe_act s17_p4[] = {FE_AR_POLL("ar", W), FE_Y, FE_ENQ("h:2"), FE_W("h:0"), FE_W("h:4"), FE_END};
 #undef W
 static const fe_act *const s17_plans[] = {s17_p0, s17_p1, s17_p2, s17_p3, s17_p4};
 static const struct knob s17_knobs[] = {{KN_ENQ, "h:3", "h:4", 0}, {KN_END, NULL, NULL, 0}};
-static const struct scenario s17 = {
-    5, s17_plans, s17_knobs,
-    "spawn_begin nprocs=5\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "bind 4\n"
-    "start 0\n"
-    "step 0 0\n"
-    "wait_enqueue 0 h:3\n"
-    "start 1\n"
-    "step 1 0\n"
-    "wait_enqueue 1 h:5\n"
-    "start 2\n"
-    "step 2 0\n"
-    "start 3\n"
-    "step 3 0\n"
-    "step 3 1\n"
-    "step 3 2\n"
-    "step 3 3\n"
-    "step 3 4\n"
-    "start 4\n"
-    "step 4 0\n"
-    "coll_arrive 4 ar n=1/5\n"
-    "engine_wait h:3\n"
-    "engine_wait h:5\n"
-    "engine_wait h:4\n"
-    "main_wait c:2 meta=m2\n"
-    "engine_wait c:2\n"
-    "wait_done 0 h:3\n"
-    "step 0 1\n"
-    "coll_arrive 0 ar n=2/5\n"
-    "wait_done 1 h:5\n"
-    "step 1 1\n"
-    "step 1 2\n"
-    "coll_arrive 1 ar n=3/5\n"
-    "step 2 1\n"
-    "coll_arrive 2 ar n=4/5\n"
-    "step 3 5\n"
-    "coll_arrive 3 ar n=5/5\n"
-    "coll_issue 3 coll:ar sip=0\n"
-    "main_wait c:1 meta=m0\n"
-    "engine_wait c:1\n"
-    "main_wait coll:ar meta=all_reduce:ar\n"
-    "engine_wait coll:ar\n"
-    "wait_fast 0 coll:ar\n"
-    "coll_done 0 ar result=15\n"
-    "step 0 2\n"
-    "wait_fast 0 h:3\n"
-    "end 0\n"
-    "finally 0\n"
-    "wait_fast 1 coll:ar\n"
-    "coll_done 1 ar result=15\n"
-    "step 1 3\n"
-    "step 1 4\n"
-    "coll_done 2 ar result=15\n"
-    "step 2 2\n"
-    "coll_done 3 ar result=15\n"
-    "end 3\n"
-    "finally 3\n"
-    "coll_done 4 ar result=15\n"
-    "step 4 1\n"
-    "step 1 5\n"
-    "step 1 6\n"
-    "step 2 3\n"
-    "step 4 2\n"
-    "step 4 3\n"
-    "wait_fast 4 h:0\n"
-    "step 4 4\n"
-    "wait_fast 4 h:4\n"
-    "end 4\n"
-    "finally 4\n"
-    "engine_wait h:2\n"
-    "main_wait c:0 meta=m1\n"
-    "engine_wait c:0\n"
-    "end 1\n"
-    "finally 1\n"
-    "step 2 4\n"
-    "step 2 5\n"
-    "end 2\n"
-    "finally 2\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:0,c:1,c:2,coll:ar,h:0,h:1,h:2,h:3,h:4,h:5]\n"
-    "spawn_end\n"};
+static const struct scenario s17 = {5, s17_plans, s17_knobs,
+                                    "spawn_begin nprocs=5\n"
+                                    "bind 0\n"
+                                    "bind 1\n"
+                                    "bind 2\n"
+                                    "bind 3\n"
+                                    "bind 4\n"
+                                    "start 0\n"
+                                    "step 0 0\n"
+                                    "wait_enqueue 0 h:3\n"
+                                    "start 1\n"
+                                    "step 1 0\n"
+                                    "wait_enqueue 1 h:5\n"
+                                    "start 2\n"
+                                    "step 2 0\n"
+                                    "start 3\n"
+                                    "step 3 0\n"
+                                    "step 3 1\n"
+                                    "step 3 2\n"
+                                    "step 3 3\n"
+                                    "step 3 4\n"
+                                    "start 4\n"
+                                    "step 4 0\n"
+                                    "coll_arrive 4 ar n=1/5\n"
+                                    "engine_wait h:3\n"
+                                    "engine_wait h:5\n"
+                                    "engine_wait h:4\n"
+                                    "main_wait c:2 meta=m2\n"
+                                    "engine_wait c:2\n"
+                                    "wait_done 0 h:3\n"
+                                    "step 0 1\n"
+                                    "coll_arrive 0 ar n=2/5\n"
+                                    "wait_done 1 h:5\n"
+                                    "step 1 1\n"
+                                    "step 1 2\n"
+                                    "coll_arrive 1 ar n=3/5\n"
+                                    "step 2 1\n"
+                                    "coll_arrive 2 ar n=4/5\n"
+                                    "step 3 5\n"
+                                    "coll_arrive 3 ar n=5/5\n"
+                                    "coll_issue 3 coll:ar sip=0\n"
+                                    "main_wait c:1 meta=m0\n"
+                                    "engine_wait c:1\n"
+                                    "main_wait coll:ar meta=all_reduce:ar\n"
+                                    "engine_wait coll:ar\n"
+                                    "wait_fast 0 coll:ar\n"
+                                    "coll_done 0 ar result=15\n"
+                                    "step 0 2\n"
+                                    "wait_fast 0 h:3\n"
+                                    "end 0\n"
+                                    "finally 0\n"
+                                    "wait_fast 1 coll:ar\n"
+                                    "coll_done 1 ar result=15\n"
+                                    "step 1 3\n"
+                                    "step 1 4\n"
+                                    "coll_done 2 ar result=15\n"
+                                    "step 2 2\n"
+                                    "coll_done 3 ar result=15\n"
+                                    "end 3\n"
+                                    "finally 3\n"
+                                    "coll_done 4 ar result=15\n"
+                                    "step 4 1\n"
+                                    "step 1 5\n"
+                                    "step 1 6\n"
+                                    "step 2 3\n"
+                                    "step 4 2\n"
+                                    "step 4 3\n"
+                                    "wait_fast 4 h:0\n"
+                                    "step 4 4\n"
+                                    "wait_fast 4 h:4\n"
+                                    "end 4\n"
+                                    "finally 4\n"
+                                    "engine_wait h:2\n"
+                                    "main_wait c:0 meta=m1\n"
+                                    "engine_wait c:0\n"
+                                    "end 1\n"
+                                    "finally 1\n"
+                                    "step 2 4\n"
+                                    "step 2 5\n"
+                                    "end 2\n"
+                                    "finally 2\n"
+                                    "spawn_return 0\n"
+                                    "post ranks=[dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
+                                    "completed=[c:0,c:1,c:2,coll:ar,h:0,h:1,h:2,h:3,h:4,h:5]\n"
+                                    "spawn_end\n"};
 
 static void test_random_scenario_17_succeeds(void **state)
 {
@@ -1293,114 +1388,123 @@ static void test_random_scenario_17_succeeds(void **state)
 #define W 6
 static const fe_act s18_p0[] = {FE_W("h:4"), FE_Y, FE_W("h:5"), FE_AR("ar", W), FE_END};
 static const fe_act s18_p1[] = {FE_AR("ar", W), FE_ENQ("h:2"), FE_END};
-static const fe_act s18_p2[] = {FE_SUBMIT("c:3", 0, "m0"), FE_W("h:4"), FE_ENQ("h:4"), FE_AR("ar", W), FE_W("h:0"), FE_W("h:0"), FE_Y, FE_END};
+static const fe_act s18_p2[] = {FE_SUBMIT("c:3", 0, "m0"),
+                                FE_W("h:4"),
+                                FE_ENQ("h:4"),
+                                FE_AR("ar", W),
+                                FE_W("h:0"),
+                                FE_W("h:0"),
+                                FE_Y,
+                                FE_END};
 static const fe_act s18_p3[] = {FE_W("h:4"), FE_AR("ar", W), FE_END};
-static const fe_act s18_p4[] = {FE_Y, FE_DONE("h:5"), FE_SUBMIT("c:3", 1, "m1"), FE_AR("ar", W), FE_Y, FE_Y, FE_END};
+static const fe_act s18_p4[] = {FE_Y, FE_DONE("h:5"), FE_SUBMIT("c:3", 1, "m1"), FE_AR("ar", W), FE_Y,
+                                FE_Y, FE_END};
 static const fe_act s18_p5[] = {FE_AR("ar", W), FE_Y, FE_W("h:5"), FE_Y, FE_Y, FE_Y, FE_Y, FE_END};
 #undef W
 static const fe_act *const s18_plans[] = {s18_p0, s18_p1, s18_p2, s18_p3, s18_p4, s18_p5};
-static const struct knob s18_knobs[] = {{KN_ENQ, "h:2", "h:1", 0}, {KN_FAIL, "c:1", NULL, 58}, {KN_END, NULL, NULL, 0}};
-static const struct scenario s18 = {
-    6, s18_plans, s18_knobs,
-    "spawn_begin nprocs=6\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "bind 4\n"
-    "bind 5\n"
-    "start 0\n"
-    "step 0 0\n"
-    "wait_enqueue 0 h:4\n"
-    "start 1\n"
-    "step 1 0\n"
-    "coll_arrive 1 ar n=1/6\n"
-    "start 2\n"
-    "step 2 0\n"
-    "step 2 1\n"
-    "wait_enqueue 2 h:4\n"
-    "start 3\n"
-    "step 3 0\n"
-    "wait_enqueue 3 h:4\n"
-    "start 4\n"
-    "step 4 0\n"
-    "start 5\n"
-    "step 5 0\n"
-    "coll_arrive 5 ar n=2/6\n"
-    "engine_wait h:4\n"
-    "main_wait c:3 meta=m0\n"
-    "engine_wait c:3\n"
-    "wait_done 0 h:4\n"
-    "step 0 1\n"
-    "wait_done 2 h:4\n"
-    "step 2 2\n"
-    "step 2 3\n"
-    "coll_arrive 2 ar n=3/6\n"
-    "wait_done 3 h:4\n"
-    "step 3 1\n"
-    "coll_arrive 3 ar n=4/6\n"
-    "step 4 1\n"
-    "step 4 2\n"
-    "step 4 3\n"
-    "coll_arrive 4 ar n=5/6\n"
-    "step 0 2\n"
-    "wait_fast 0 h:5\n"
-    "step 0 3\n"
-    "coll_arrive 0 ar n=6/6\n"
-    "coll_issue 0 coll:ar sip=0\n"
-    "wait_enqueue 0 coll:ar\n"
-    "wait_enqueue 1 coll:ar\n"
-    "wait_enqueue 2 coll:ar\n"
-    "wait_enqueue 3 coll:ar\n"
-    "wait_enqueue 4 coll:ar\n"
-    "wait_enqueue 5 coll:ar\n"
-    "engine_wait coll:ar\n"
-    "wait_done 0 coll:ar\n"
-    "coll_done 0 ar result=21\n"
-    "end 0\n"
-    "finally 0\n"
-    "wait_done 1 coll:ar\n"
-    "coll_done 1 ar result=21\n"
-    "step 1 1\n"
-    "end 1\n"
-    "finally 1\n"
-    "wait_done 2 coll:ar\n"
-    "coll_done 2 ar result=21\n"
-    "step 2 4\n"
-    "wait_enqueue 2 h:0\n"
-    "wait_done 3 coll:ar\n"
-    "coll_done 3 ar result=21\n"
-    "end 3\n"
-    "finally 3\n"
-    "wait_done 4 coll:ar\n"
-    "coll_done 4 ar result=21\n"
-    "step 4 4\n"
-    "wait_done 5 coll:ar\n"
-    "coll_done 5 ar result=21\n"
-    "step 5 1\n"
-    "engine_wait h:2\n"
-    "engine_wait h:0\n"
-    "engine_wait h:1\n"
-    "wait_done 2 h:0\n"
-    "step 2 5\n"
-    "wait_fast 2 h:0\n"
-    "step 2 6\n"
-    "step 4 5\n"
-    "step 5 2\n"
-    "wait_fast 5 h:5\n"
-    "step 5 3\n"
-    "end 2\n"
-    "finally 2\n"
-    "end 4\n"
-    "finally 4\n"
-    "step 5 4\n"
-    "step 5 5\n"
-    "step 5 6\n"
-    "end 5\n"
-    "finally 5\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:3,coll:ar,h:0,h:1,h:2,h:4,h:5]\n"
-    "spawn_end\n"};
+static const struct knob s18_knobs[] = {
+    {KN_ENQ, "h:2", "h:1", 0}, {KN_FAIL, "c:1", NULL, 58}, {KN_END, NULL, NULL, 0}};
+static const struct scenario s18 = {6, s18_plans, s18_knobs,
+                                    "spawn_begin nprocs=6\n"
+                                    "bind 0\n"
+                                    "bind 1\n"
+                                    "bind 2\n"
+                                    "bind 3\n"
+                                    "bind 4\n"
+                                    "bind 5\n"
+                                    "start 0\n"
+                                    "step 0 0\n"
+                                    "wait_enqueue 0 h:4\n"
+                                    "start 1\n"
+                                    "step 1 0\n"
+                                    "coll_arrive 1 ar n=1/6\n"
+                                    "start 2\n"
+                                    "step 2 0\n"
+                                    "step 2 1\n"
+                                    "wait_enqueue 2 h:4\n"
+                                    "start 3\n"
+                                    "step 3 0\n"
+                                    "wait_enqueue 3 h:4\n"
+                                    "start 4\n"
+                                    "step 4 0\n"
+                                    "start 5\n"
+                                    "step 5 0\n"
+                                    "coll_arrive 5 ar n=2/6\n"
+                                    "engine_wait h:4\n"
+                                    "main_wait c:3 meta=m0\n"
+                                    "engine_wait c:3\n"
+                                    "wait_done 0 h:4\n"
+                                    "step 0 1\n"
+                                    "wait_done 2 h:4\n"
+                                    "step 2 2\n"
+                                    "step 2 3\n"
+                                    "coll_arrive 2 ar n=3/6\n"
+                                    "wait_done 3 h:4\n"
+                                    "step 3 1\n"
+                                    "coll_arrive 3 ar n=4/6\n"
+                                    "step 4 1\n"
+                                    "step 4 2\n"
+                                    "step 4 3\n"
+                                    "coll_arrive 4 ar n=5/6\n"
+                                    "step 0 2\n"
+                                    "wait_fast 0 h:5\n"
+                                    "step 0 3\n"
+                                    "coll_arrive 0 ar n=6/6\n"
+                                    "coll_issue 0 coll:ar sip=0\n"
+                                    "wait_enqueue 0 coll:ar\n"
+                                    "wait_enqueue 1 coll:ar\n"
+                                    "wait_enqueue 2 coll:ar\n"
+                                    "wait_enqueue 3 coll:ar\n"
+                                    "wait_enqueue 4 coll:ar\n"
+                                    "wait_enqueue 5 coll:ar\n"
+                                    "engine_wait coll:ar\n"
+                                    "wait_done 0 coll:ar\n"
+                                    "coll_done 0 ar result=21\n"
+                                    "end 0\n"
+                                    "finally 0\n"
+                                    "wait_done 1 coll:ar\n"
+                                    "coll_done 1 ar result=21\n"
+                                    "step 1 1\n"
+                                    "end 1\n"
+                                    "finally 1\n"
+                                    "wait_done 2 coll:ar\n"
+                                    "coll_done 2 ar result=21\n"
+                                    "step 2 4\n"
+                                    "wait_enqueue 2 h:0\n"
+                                    "wait_done 3 coll:ar\n"
+                                    "coll_done 3 ar result=21\n"
+                                    "end 3\n"
+                                    "finally 3\n"
+                                    "wait_done 4 coll:ar\n"
+                                    "coll_done 4 ar result=21\n"
+                                    "step 4 4\n"
+                                    "wait_done 5 coll:ar\n"
+                                    "coll_done 5 ar result=21\n"
+                                    "step 5 1\n"
+                                    "engine_wait h:2\n"
+                                    "engine_wait h:0\n"
+                                    "engine_wait h:1\n"
+                                    "wait_done 2 h:0\n"
+                                    "step 2 5\n"
+                                    "wait_fast 2 h:0\n"
+                                    "step 2 6\n"
+                                    "step 4 5\n"
+                                    "step 5 2\n"
+                                    "wait_fast 5 h:5\n"
+                                    "step 5 3\n"
+                                    "end 2\n"
+                                    "finally 2\n"
+                                    "end 4\n"
+                                    "finally 4\n"
+                                    "step 5 4\n"
+                                    "step 5 5\n"
+                                    "step 5 6\n"
+                                    "end 5\n"
+                                    "finally 5\n"
+                                    "spawn_return 0\n"
+                                    "post ranks=[dead,dead,dead,dead,dead,dead] pending_worker=[] "
+                                    "pending_coll=[] completed=[c:3,coll:ar,h:0,h:1,h:2,h:4,h:5]\n"
+                                    "spawn_end\n"};
 
 static void test_random_scenario_18_succeeds(void **state)
 {
@@ -1411,124 +1515,130 @@ static void test_random_scenario_18_succeeds(void **state)
 
 /* scenario 19: nprocs=6 */
 #define W 6
-static const fe_act s19_p0[] = {FE_AR("ar", W), FE_SUBMIT("c:1", 0, "m0"), FE_Y, FE_W("h:3"), FE_W("h:2"), FE_Y, FE_W("h:1"), FE_Y, FE_END};
+static const fe_act s19_p0[] = {
+    FE_AR("ar", W), FE_SUBMIT("c:1", 0, "m0"), FE_Y, FE_W("h:3"), FE_W("h:2"), FE_Y, FE_W("h:1"), FE_Y,
+    FE_END};
 static const fe_act s19_p1[] = {FE_AR("ar", W), FE_END};
 static const fe_act s19_p2[] = {FE_Y, FE_AR("ar", W), FE_END};
-static const fe_act s19_p3[] = {FE_W("h:4"), FE_Y, FE_Y, FE_W("h:3"), FE_Y, FE_AR("ar", W), FE_DONE("h:0"), FE_SUBMIT("c:3", 1, "m1"), FE_END};
-static const fe_act s19_p4[] = {FE_W("h:5"), FE_W("h:5"), FE_W("h:5"), FE_AR("ar", W), FE_W("h:4"), FE_DONE("h:5"), FE_END};
-static const fe_act s19_p5[] = {FE_W("h:5"), FE_Y, FE_DONE("h:1"), FE_DONE("h:4"), FE_Y, FE_AR_POLL("ar", W), FE_W("h:2"), FE_W("h:5"), FE_END};
+static const fe_act s19_p3[] = {FE_W("h:4"), FE_Y,           FE_Y,           FE_W("h:3"),
+                                FE_Y,        FE_AR("ar", W), FE_DONE("h:0"), FE_SUBMIT("c:3", 1, "m1"),
+                                FE_END};
+static const fe_act s19_p4[] = {FE_W("h:5"), FE_W("h:5"),    FE_W("h:5"), FE_AR("ar", W),
+                                FE_W("h:4"), FE_DONE("h:5"), FE_END};
+static const fe_act s19_p5[] = {FE_W("h:5"),         FE_Y,        FE_DONE("h:1"), FE_DONE("h:4"), FE_Y,
+                                FE_AR_POLL("ar", W), FE_W("h:2"), FE_W("h:5"),    FE_END};
 #undef W
 static const fe_act *const s19_plans[] = {s19_p0, s19_p1, s19_p2, s19_p3, s19_p4, s19_p5};
 static const struct knob s19_knobs[] = {{KN_ENQ, "h:2", "h:3", 0}, {KN_END, NULL, NULL, 0}};
-static const struct scenario s19 = {
-    6, s19_plans, s19_knobs,
-    "spawn_begin nprocs=6\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "bind 4\n"
-    "bind 5\n"
-    "start 0\n"
-    "step 0 0\n"
-    "coll_arrive 0 ar n=1/6\n"
-    "start 1\n"
-    "step 1 0\n"
-    "coll_arrive 1 ar n=2/6\n"
-    "start 2\n"
-    "step 2 0\n"
-    "start 3\n"
-    "step 3 0\n"
-    "wait_enqueue 3 h:4\n"
-    "start 4\n"
-    "step 4 0\n"
-    "wait_enqueue 4 h:5\n"
-    "start 5\n"
-    "step 5 0\n"
-    "wait_enqueue 5 h:5\n"
-    "engine_wait h:4\n"
-    "engine_wait h:5\n"
-    "step 2 1\n"
-    "coll_arrive 2 ar n=3/6\n"
-    "wait_done 3 h:4\n"
-    "step 3 1\n"
-    "wait_done 4 h:5\n"
-    "step 4 1\n"
-    "wait_fast 4 h:5\n"
-    "step 4 2\n"
-    "wait_fast 4 h:5\n"
-    "step 4 3\n"
-    "coll_arrive 4 ar n=4/6\n"
-    "wait_done 5 h:5\n"
-    "step 5 1\n"
-    "step 3 2\n"
-    "step 5 2\n"
-    "step 5 3\n"
-    "step 5 4\n"
-    "step 3 3\n"
-    "wait_enqueue 3 h:3\n"
-    "step 5 5\n"
-    "coll_arrive 5 ar n=5/6\n"
-    "engine_wait h:3\n"
-    "wait_done 3 h:3\n"
-    "step 3 4\n"
-    "step 3 5\n"
-    "coll_arrive 3 ar n=6/6\n"
-    "coll_issue 3 coll:ar sip=0\n"
-    "wait_enqueue 3 coll:ar\n"
-    "wait_enqueue 4 coll:ar\n"
-    "engine_wait coll:ar\n"
-    "wait_fast 0 coll:ar\n"
-    "coll_done 0 ar result=21\n"
-    "step 0 1\n"
-    "step 0 2\n"
-    "wait_fast 1 coll:ar\n"
-    "coll_done 1 ar result=21\n"
-    "end 1\n"
-    "finally 1\n"
-    "wait_fast 2 coll:ar\n"
-    "coll_done 2 ar result=21\n"
-    "end 2\n"
-    "finally 2\n"
-    "wait_done 3 coll:ar\n"
-    "coll_done 3 ar result=21\n"
-    "step 3 6\n"
-    "step 3 7\n"
-    "end 3\n"
-    "finally 3\n"
-    "wait_done 4 coll:ar\n"
-    "coll_done 4 ar result=21\n"
-    "step 4 4\n"
-    "wait_fast 4 h:4\n"
-    "step 4 5\n"
-    "end 4\n"
-    "finally 4\n"
-    "coll_done 5 ar result=21\n"
-    "step 5 6\n"
-    "wait_enqueue 5 h:2\n"
-    "engine_wait h:2\n"
-    "main_wait c:1 meta=m0\n"
-    "engine_wait c:1\n"
-    "main_wait c:3 meta=m1\n"
-    "engine_wait c:3\n"
-    "step 0 3\n"
-    "wait_fast 0 h:3\n"
-    "step 0 4\n"
-    "wait_fast 0 h:2\n"
-    "step 0 5\n"
-    "wait_done 5 h:2\n"
-    "step 5 7\n"
-    "wait_fast 5 h:5\n"
-    "end 5\n"
-    "finally 5\n"
-    "step 0 6\n"
-    "wait_fast 0 h:1\n"
-    "step 0 7\n"
-    "end 0\n"
-    "finally 0\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:1,c:3,coll:ar,h:0,h:1,h:2,h:3,h:4,h:5]\n"
-    "spawn_end\n"};
+static const struct scenario s19 = {6, s19_plans, s19_knobs,
+                                    "spawn_begin nprocs=6\n"
+                                    "bind 0\n"
+                                    "bind 1\n"
+                                    "bind 2\n"
+                                    "bind 3\n"
+                                    "bind 4\n"
+                                    "bind 5\n"
+                                    "start 0\n"
+                                    "step 0 0\n"
+                                    "coll_arrive 0 ar n=1/6\n"
+                                    "start 1\n"
+                                    "step 1 0\n"
+                                    "coll_arrive 1 ar n=2/6\n"
+                                    "start 2\n"
+                                    "step 2 0\n"
+                                    "start 3\n"
+                                    "step 3 0\n"
+                                    "wait_enqueue 3 h:4\n"
+                                    "start 4\n"
+                                    "step 4 0\n"
+                                    "wait_enqueue 4 h:5\n"
+                                    "start 5\n"
+                                    "step 5 0\n"
+                                    "wait_enqueue 5 h:5\n"
+                                    "engine_wait h:4\n"
+                                    "engine_wait h:5\n"
+                                    "step 2 1\n"
+                                    "coll_arrive 2 ar n=3/6\n"
+                                    "wait_done 3 h:4\n"
+                                    "step 3 1\n"
+                                    "wait_done 4 h:5\n"
+                                    "step 4 1\n"
+                                    "wait_fast 4 h:5\n"
+                                    "step 4 2\n"
+                                    "wait_fast 4 h:5\n"
+                                    "step 4 3\n"
+                                    "coll_arrive 4 ar n=4/6\n"
+                                    "wait_done 5 h:5\n"
+                                    "step 5 1\n"
+                                    "step 3 2\n"
+                                    "step 5 2\n"
+                                    "step 5 3\n"
+                                    "step 5 4\n"
+                                    "step 3 3\n"
+                                    "wait_enqueue 3 h:3\n"
+                                    "step 5 5\n"
+                                    "coll_arrive 5 ar n=5/6\n"
+                                    "engine_wait h:3\n"
+                                    "wait_done 3 h:3\n"
+                                    "step 3 4\n"
+                                    "step 3 5\n"
+                                    "coll_arrive 3 ar n=6/6\n"
+                                    "coll_issue 3 coll:ar sip=0\n"
+                                    "wait_enqueue 3 coll:ar\n"
+                                    "wait_enqueue 4 coll:ar\n"
+                                    "engine_wait coll:ar\n"
+                                    "wait_fast 0 coll:ar\n"
+                                    "coll_done 0 ar result=21\n"
+                                    "step 0 1\n"
+                                    "step 0 2\n"
+                                    "wait_fast 1 coll:ar\n"
+                                    "coll_done 1 ar result=21\n"
+                                    "end 1\n"
+                                    "finally 1\n"
+                                    "wait_fast 2 coll:ar\n"
+                                    "coll_done 2 ar result=21\n"
+                                    "end 2\n"
+                                    "finally 2\n"
+                                    "wait_done 3 coll:ar\n"
+                                    "coll_done 3 ar result=21\n"
+                                    "step 3 6\n"
+                                    "step 3 7\n"
+                                    "end 3\n"
+                                    "finally 3\n"
+                                    "wait_done 4 coll:ar\n"
+                                    "coll_done 4 ar result=21\n"
+                                    "step 4 4\n"
+                                    "wait_fast 4 h:4\n"
+                                    "step 4 5\n"
+                                    "end 4\n"
+                                    "finally 4\n"
+                                    "coll_done 5 ar result=21\n"
+                                    "step 5 6\n"
+                                    "wait_enqueue 5 h:2\n"
+                                    "engine_wait h:2\n"
+                                    "main_wait c:1 meta=m0\n"
+                                    "engine_wait c:1\n"
+                                    "main_wait c:3 meta=m1\n"
+                                    "engine_wait c:3\n"
+                                    "step 0 3\n"
+                                    "wait_fast 0 h:3\n"
+                                    "step 0 4\n"
+                                    "wait_fast 0 h:2\n"
+                                    "step 0 5\n"
+                                    "wait_done 5 h:2\n"
+                                    "step 5 7\n"
+                                    "wait_fast 5 h:5\n"
+                                    "end 5\n"
+                                    "finally 5\n"
+                                    "step 0 6\n"
+                                    "wait_fast 0 h:1\n"
+                                    "step 0 7\n"
+                                    "end 0\n"
+                                    "finally 0\n"
+                                    "spawn_return 0\n"
+                                    "post ranks=[dead,dead,dead,dead,dead,dead] pending_worker=[] "
+                                    "pending_coll=[] completed=[c:1,c:3,coll:ar,h:0,h:1,h:2,h:3,h:4,h:5]\n"
+                                    "spawn_end\n"};
 
 static void test_random_scenario_19_succeeds(void **state)
 {
@@ -1539,100 +1649,105 @@ static void test_random_scenario_19_succeeds(void **state)
 
 /* scenario 20: nprocs=4 */
 #define W 4
-static const fe_act s20_p0[] = {FE_W("h:3"), FE_ENQ("h:3"), FE_W("h:0"), FE_AR_POLL("ar", W), FE_SUBMIT("c:2", 0, "m0"), FE_DONE("h:2"), FE_END};
-static const fe_act s20_p1[] = {FE_W("h:1"), FE_Y, FE_AR("ar", W), FE_Y, FE_Y, FE_ENQ("h:2"), FE_DONE("h:5"), FE_END};
-static const fe_act s20_p2[] = {FE_Y, FE_W("h:4"), FE_W("h:5"), FE_W("h:4"), FE_W("h:3"), FE_ENQ("h:2"), FE_AR("ar", W), FE_Y, FE_END};
-static const fe_act s20_p3[] = {FE_AR("ar", W), FE_ENQ("h:1"), FE_W("h:5"), FE_DONE("h:4"), FE_DONE("h:0"), FE_W("h:3"), FE_Y, FE_END};
+static const fe_act s20_p0[] = {
+    FE_W("h:3"),    FE_ENQ("h:3"), FE_W("h:0"), FE_AR_POLL("ar", W), FE_SUBMIT("c:2", 0, "m0"),
+    FE_DONE("h:2"), FE_END};
+static const fe_act s20_p1[] = {FE_W("h:1"), FE_Y,          FE_AR("ar", W), FE_Y,
+                                FE_Y,        FE_ENQ("h:2"), FE_DONE("h:5"), FE_END};
+static const fe_act s20_p2[] = {FE_Y,          FE_W("h:4"),    FE_W("h:5"), FE_W("h:4"), FE_W("h:3"),
+                                FE_ENQ("h:2"), FE_AR("ar", W), FE_Y,        FE_END};
+static const fe_act s20_p3[] = {FE_AR("ar", W), FE_ENQ("h:1"), FE_W("h:5"), FE_DONE("h:4"),
+                                FE_DONE("h:0"), FE_W("h:3"),   FE_Y,        FE_END};
 #undef W
 static const fe_act *const s20_plans[] = {s20_p0, s20_p1, s20_p2, s20_p3};
 static const struct knob s20_knobs[] = {{KN_ENQ, "h:1", "h:2", 0}, {KN_END, NULL, NULL, 0}};
-static const struct scenario s20 = {
-    4, s20_plans, s20_knobs,
-    "spawn_begin nprocs=4\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "start 0\n"
-    "step 0 0\n"
-    "wait_enqueue 0 h:3\n"
-    "start 1\n"
-    "step 1 0\n"
-    "wait_enqueue 1 h:1\n"
-    "start 2\n"
-    "step 2 0\n"
-    "start 3\n"
-    "step 3 0\n"
-    "coll_arrive 3 ar n=1/4\n"
-    "engine_wait h:3\n"
-    "engine_wait h:1\n"
-    "engine_wait h:2\n"
-    "wait_done 0 h:3\n"
-    "step 0 1\n"
-    "step 0 2\n"
-    "wait_enqueue 0 h:0\n"
-    "wait_done 1 h:1\n"
-    "step 1 1\n"
-    "step 2 1\n"
-    "wait_enqueue 2 h:4\n"
-    "engine_wait h:0\n"
-    "engine_wait h:4\n"
-    "wait_done 0 h:0\n"
-    "step 0 3\n"
-    "coll_arrive 0 ar n=2/4\n"
-    "step 1 2\n"
-    "coll_arrive 1 ar n=3/4\n"
-    "wait_done 2 h:4\n"
-    "step 2 2\n"
-    "wait_enqueue 2 h:5\n"
-    "engine_wait h:5\n"
-    "wait_done 2 h:5\n"
-    "step 2 3\n"
-    "wait_fast 2 h:4\n"
-    "step 2 4\n"
-    "wait_fast 2 h:3\n"
-    "step 2 5\n"
-    "step 2 6\n"
-    "coll_arrive 2 ar n=4/4\n"
-    "coll_issue 2 coll:ar sip=0\n"
-    "wait_enqueue 2 coll:ar\n"
-    "wait_enqueue 3 coll:ar\n"
-    "engine_wait coll:ar\n"
-    "coll_done 0 ar result=10\n"
-    "step 0 4\n"
-    "step 0 5\n"
-    "end 0\n"
-    "finally 0\n"
-    "wait_fast 1 coll:ar\n"
-    "coll_done 1 ar result=10\n"
-    "step 1 3\n"
-    "wait_done 2 coll:ar\n"
-    "coll_done 2 ar result=10\n"
-    "step 2 7\n"
-    "wait_done 3 coll:ar\n"
-    "coll_done 3 ar result=10\n"
-    "step 3 1\n"
-    "step 3 2\n"
-    "wait_fast 3 h:5\n"
-    "step 3 3\n"
-    "step 3 4\n"
-    "step 3 5\n"
-    "wait_fast 3 h:3\n"
-    "step 3 6\n"
-    "main_wait c:2 meta=m0\n"
-    "engine_wait c:2\n"
-    "step 1 4\n"
-    "end 2\n"
-    "finally 2\n"
-    "end 3\n"
-    "finally 3\n"
-    "step 1 5\n"
-    "step 1 6\n"
-    "end 1\n"
-    "finally 1\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[c:2,coll:ar,h:0,h:1,h:2,h:3,h:4,h:5]\n"
-    "spawn_end\n"};
+static const struct scenario s20 = {4, s20_plans, s20_knobs,
+                                    "spawn_begin nprocs=4\n"
+                                    "bind 0\n"
+                                    "bind 1\n"
+                                    "bind 2\n"
+                                    "bind 3\n"
+                                    "start 0\n"
+                                    "step 0 0\n"
+                                    "wait_enqueue 0 h:3\n"
+                                    "start 1\n"
+                                    "step 1 0\n"
+                                    "wait_enqueue 1 h:1\n"
+                                    "start 2\n"
+                                    "step 2 0\n"
+                                    "start 3\n"
+                                    "step 3 0\n"
+                                    "coll_arrive 3 ar n=1/4\n"
+                                    "engine_wait h:3\n"
+                                    "engine_wait h:1\n"
+                                    "engine_wait h:2\n"
+                                    "wait_done 0 h:3\n"
+                                    "step 0 1\n"
+                                    "step 0 2\n"
+                                    "wait_enqueue 0 h:0\n"
+                                    "wait_done 1 h:1\n"
+                                    "step 1 1\n"
+                                    "step 2 1\n"
+                                    "wait_enqueue 2 h:4\n"
+                                    "engine_wait h:0\n"
+                                    "engine_wait h:4\n"
+                                    "wait_done 0 h:0\n"
+                                    "step 0 3\n"
+                                    "coll_arrive 0 ar n=2/4\n"
+                                    "step 1 2\n"
+                                    "coll_arrive 1 ar n=3/4\n"
+                                    "wait_done 2 h:4\n"
+                                    "step 2 2\n"
+                                    "wait_enqueue 2 h:5\n"
+                                    "engine_wait h:5\n"
+                                    "wait_done 2 h:5\n"
+                                    "step 2 3\n"
+                                    "wait_fast 2 h:4\n"
+                                    "step 2 4\n"
+                                    "wait_fast 2 h:3\n"
+                                    "step 2 5\n"
+                                    "step 2 6\n"
+                                    "coll_arrive 2 ar n=4/4\n"
+                                    "coll_issue 2 coll:ar sip=0\n"
+                                    "wait_enqueue 2 coll:ar\n"
+                                    "wait_enqueue 3 coll:ar\n"
+                                    "engine_wait coll:ar\n"
+                                    "coll_done 0 ar result=10\n"
+                                    "step 0 4\n"
+                                    "step 0 5\n"
+                                    "end 0\n"
+                                    "finally 0\n"
+                                    "wait_fast 1 coll:ar\n"
+                                    "coll_done 1 ar result=10\n"
+                                    "step 1 3\n"
+                                    "wait_done 2 coll:ar\n"
+                                    "coll_done 2 ar result=10\n"
+                                    "step 2 7\n"
+                                    "wait_done 3 coll:ar\n"
+                                    "coll_done 3 ar result=10\n"
+                                    "step 3 1\n"
+                                    "step 3 2\n"
+                                    "wait_fast 3 h:5\n"
+                                    "step 3 3\n"
+                                    "step 3 4\n"
+                                    "step 3 5\n"
+                                    "wait_fast 3 h:3\n"
+                                    "step 3 6\n"
+                                    "main_wait c:2 meta=m0\n"
+                                    "engine_wait c:2\n"
+                                    "step 1 4\n"
+                                    "end 2\n"
+                                    "finally 2\n"
+                                    "end 3\n"
+                                    "finally 3\n"
+                                    "step 1 5\n"
+                                    "step 1 6\n"
+                                    "end 1\n"
+                                    "finally 1\n"
+                                    "spawn_return 0\n"
+                                    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
+                                    "completed=[c:2,coll:ar,h:0,h:1,h:2,h:3,h:4,h:5]\n"
+                                    "spawn_end\n"};
 
 static void test_random_scenario_20_succeeds(void **state)
 {
@@ -1643,12 +1758,16 @@ static void test_random_scenario_20_succeeds(void **state)
 
 /* scenario 21: nprocs=3 */
 #define W 3
-static const fe_act s21_p0[] = {FE_W("h:1"), FE_W("h:5"), FE_AR("ar", W), FE_W("h:1"), FE_RAISE(10, "rank 0 fails in scenario 21"), FE_END};
+static const fe_act s21_p0[] = {
+    FE_W("h:1"), FE_W("h:5"), FE_AR("ar", W), FE_W("h:1"), FE_RAISE(10, "rank 0 fails in scenario 21"),
+    FE_END};
 static const fe_act s21_p1[] = {FE_AR("ar", W), FE_END};
-static const fe_act s21_p2[] = {FE_AR_POLL("ar", W), FE_W("h:1"), FE_DONE("h:0"), FE_W("h:4"), FE_W("h:1"), FE_Y, FE_Y, FE_END};
+static const fe_act s21_p2[] = {FE_AR_POLL("ar", W), FE_W("h:1"), FE_DONE("h:0"), FE_W("h:4"),
+                                FE_W("h:1"),         FE_Y,        FE_Y,           FE_END};
 #undef W
 static const fe_act *const s21_plans[] = {s21_p0, s21_p1, s21_p2};
-static const struct knob s21_knobs[] = {{KN_ENQ, "h:1", "h:4", 0}, {KN_SUB, "h:4", "c:k21", 0}, {KN_END, NULL, NULL, 0}};
+static const struct knob s21_knobs[] = {
+    {KN_ENQ, "h:1", "h:4", 0}, {KN_SUB, "h:4", "c:k21", 0}, {KN_END, NULL, NULL, 0}};
 static const struct scenario s21 = {
     3, s21_plans, s21_knobs,
     "spawn_begin nprocs=3\n"
@@ -1707,9 +1826,11 @@ static void test_random_scenario_21_fails(void **state)
 
 /* scenario 22: nprocs=6 */
 #define W 6
-static const fe_act s22_p0[] = {FE_Y, FE_Y, FE_Y, FE_DONE("h:5"), FE_DONE("h:2"), FE_AR("ar", W), FE_DONE("h:2"), FE_END};
+static const fe_act s22_p0[] = {FE_Y,           FE_Y,           FE_Y,           FE_DONE("h:5"),
+                                FE_DONE("h:2"), FE_AR("ar", W), FE_DONE("h:2"), FE_END};
 static const fe_act s22_p1[] = {FE_RAISE(11, "rank 1 fails in scenario 22"), FE_AR_POLL("ar", W), FE_END};
-static const fe_act s22_p2[] = {FE_W("h:0"), FE_DONE("h:0"), FE_SUBMIT("c:2", 0, "m0"), FE_AR_POLL("ar", W), FE_W("h:3"), FE_Y, FE_END};
+static const fe_act s22_p2[] = {
+    FE_W("h:0"), FE_DONE("h:0"), FE_SUBMIT("c:2", 0, "m0"), FE_AR_POLL("ar", W), FE_W("h:3"), FE_Y, FE_END};
 static const fe_act s22_p3[] = {FE_AR("ar", W), FE_Y, FE_Y, FE_END};
 static const fe_act s22_p4[] = {FE_AR("ar", W), FE_END};
 static const fe_act s22_p5[] = {FE_AR("ar", W), FE_Y, FE_END};
@@ -1754,7 +1875,8 @@ static const fe_act s23_p0[] = {FE_W("h:5"), FE_AR("ar", W), FE_W("h:2"), FE_END
 static const fe_act s23_p1[] = {FE_AR("ar", W), FE_W("h:0"), FE_ENQ("h:2"), FE_END};
 #undef W
 static const fe_act *const s23_plans[] = {s23_p0, s23_p1};
-static const struct knob s23_knobs[] = {{KN_ENQ, "h:1", "h:5", 0}, {KN_SUB, "h:3", "c:k23", 0}, {KN_END, NULL, NULL, 0}};
+static const struct knob s23_knobs[] = {
+    {KN_ENQ, "h:1", "h:5", 0}, {KN_SUB, "h:3", "c:k23", 0}, {KN_END, NULL, NULL, 0}};
 static const struct scenario s23 = {
     2, s23_plans, s23_knobs,
     "spawn_begin nprocs=2\n"

@@ -147,7 +147,8 @@ static const char *const expect_04 =
     "end 3\n"
     "finally 3\n"
     "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[h:10,h:20,h:30,h:40,h:7,h:shared]\n"
+    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
+    "completed=[h:10,h:20,h:30,h:40,h:7,h:shared]\n"
     "spawn_end\n";
 
 static const fe_act p04_0[] = {FE_W("h:40"), FE_Y, FE_W("h:10"), FE_END};

@@ -17,12 +17,12 @@
 #include "helpers/kbt_util.h"
 
 #define CHURN_NPROCS 4
-#define DRAIN_CODE 77
-#define H_COMMON ((kb_handle)0x1000)
-#define H_COLL ((kb_handle)0x2000)
+#define DRAIN_CODE   77
+#define H_COMMON     ((kb_handle)0x1000)
+#define H_COLL       ((kb_handle)0x2000)
 #define H_DRAIN_FAIL ((kb_handle)0x100000)
-#define H_PREGROW ((kb_handle)0x200000)
-#define PREGROW 4096
+#define H_PREGROW    ((kb_handle)0x200000)
+#define PREGROW      4096
 
 struct churn {
     int spawn;     /* index of the current spawn */
@@ -53,7 +53,8 @@ static int churn_rank(int rank, void *arg)
         c->bad++;
     if (c->fail_kind == 3 && rank == 1 && (rc = kb_wait(ctx, H_DRAIN_FAIL + (kb_handle)c->spawn)) != 0)
         return rc;
-    if ((rc = kb_enqueue_wait(ctx, H_COMMON)) != 0 || (rc = kb_wait(ctx, H_COMMON + (kb_handle)rank + 1)) != 0)
+    if ((rc = kb_enqueue_wait(ctx, H_COMMON)) != 0 ||
+        (rc = kb_wait(ctx, H_COMMON + (kb_handle)rank + 1)) != 0)
         return rc;
     if ((rc = kb_collective_submit(ctx, H_COLL, rank, NULL)) != 0 || (rc = kb_wait(ctx, H_COLL)) != 0)
         return rc;
@@ -82,7 +83,8 @@ static void churn(kb_ctx *ctx, int from, int to)
     for (int i = from; i < to; i++) {
         c.spawn = i;
         c.fail_kind = i % 10 == 9 ? (i / 10) % 4 : -1;
-        kb_spawn_opts o = {.stack_size = 0, .cancel_mode = (i / 10) % 2 ? KB_CANCEL_RETURN : KB_CANCEL_UNWIND};
+        kb_spawn_opts o = {.stack_size = 0,
+                           .cancel_mode = (i / 10) % 2 ? KB_CANCEL_RETURN : KB_CANCEL_UNWIND};
         kb_spawn_error *err = NULL;
         int rc = kb_spawn(ctx, churn_rank, &c, CHURN_NPROCS, &o, &err);
         if (c.fail_kind < 0) {
@@ -90,13 +92,14 @@ static void churn(kb_ctx *ctx, int from, int to)
                 fail_msg("spawn %d returned %d (%s), want 0", i, rc, kb_strerror(rc));
         } else {
             if (rc != KB_ESPAWN || err == NULL)
-                fail_msg("spawn %d (failure kind %d) returned %d, want KB_ESPAWN with a report", i, c.fail_kind,
-                         rc);
+                fail_msg("spawn %d (failure kind %d) returned %d, want KB_ESPAWN with a report", i,
+                         c.fail_kind, rc);
             if (c.fail_kind == 3) {
                 if (kb_spawn_error_drain_code(err) != DRAIN_CODE)
                     fail_msg("spawn %d: drain code %d", i, kb_spawn_error_drain_code(err));
             } else if (kb_spawn_error_count(err) != 1 || kb_spawn_error_get(err, 0)->rank != 2) {
-                fail_msg("spawn %d: %zu root causes: %s", i, kb_spawn_error_count(err), kb_spawn_error_message(err));
+                fail_msg("spawn %d: %zu root causes: %s", i, kb_spawn_error_count(err),
+                         kb_spawn_error_message(err));
             }
         }
         kb_spawn_error_free(err);
@@ -145,7 +148,7 @@ static void test_2000_spawns_keep_thread_count_flat(void **state)
  * is 64 KB over 2000 spawns) and 2 MiB of RSS (page-granular arena and stack
  * cache effects; a leaked thread stack or a per-spawn page would be ≥ 8 MiB).
  */
-#define HEAP_SLACK (64 * 1024)
+#define HEAP_SLACK      (64 * 1024)
 #define RSS_SLACK_BYTES (2 * 1024 * 1024)
 
 static void test_2000_spawns_keep_memory_flat(void **state)

@@ -20,7 +20,7 @@
 #include "kbthreads.h"
 #include "helpers/kbt_util.h"
 
-#define BIG_STACK ((size_t)64 << 20)
+#define BIG_STACK    ((size_t)64 << 20)
 #define LIMIT_NPROCS 32
 
 struct tl_counts {
@@ -88,7 +88,8 @@ static int limited_spawn_child(size_t headroom)
         bad = 20;
     }
     if (c.fn_calls != 0 || c.bind_calls != 0) {
-        fprintf(stderr, "after KB_EAGAIN: %d fn calls, %d bind calls, want 0 and 0\n", c.fn_calls, c.bind_calls);
+        fprintf(stderr, "after KB_EAGAIN: %d fn calls, %d bind calls, want 0 and 0\n", c.fn_calls,
+                c.bind_calls);
         bad = 21;
     }
     long t = kbt_settle_tasks(base, 3000);
@@ -98,7 +99,8 @@ static int limited_spawn_child(size_t headroom)
     }
     rc = kb_spawn(ctx, tl_rank, &c, LIMIT_NPROCS, &o, NULL);
     if (rc != 0 || c.fn_calls != LIMIT_NPROCS || c.bind_calls != LIMIT_NPROCS) {
-        fprintf(stderr, "clean spawn afterwards: rc %d, %d fn calls, %d binds\n", rc, c.fn_calls, c.bind_calls);
+        fprintf(stderr, "clean spawn afterwards: rc %d, %d fn calls, %d binds\n", rc, c.fn_calls,
+                c.bind_calls);
         bad = 23;
     }
     if (kb_ctx_destroy(ctx) != 0)
@@ -147,7 +149,8 @@ static void run_child(int (*fn)(void *))
     struct kbt_child res;
     assert_int_equal(kbt_run_forked(fn, NULL, 60000, &res), 0);
     if (res.timed_out || !WIFEXITED(res.status) || WEXITSTATUS(res.status) != 0) {
-        fprintf(stderr, "child status 0x%x (timed out %d), output:\n%s\n", res.status, res.timed_out, res.out);
+        fprintf(stderr, "child status 0x%x (timed out %d), output:\n%s\n", res.status, res.timed_out,
+                res.out);
         fail_msg("thread-limit child failed");
     }
 }

@@ -294,8 +294,8 @@ static void test_phase_a_runs_before_phase_b_even_if_collective_queued_first(voi
 static void test_phase_b_is_fifo_and_passes_meta(void **state)
 {
     (void)state;
-    static const fe_act p0[] = {FE_SUBMIT("c:2", 0, "m2"), FE_SUBMIT("c:1", 1, "m1"), FE_SUBMIT("c:3", 2, "m3"),
-                                FE_Y, FE_END};
+    static const fe_act p0[] = {FE_SUBMIT("c:2", 0, "m2"), FE_SUBMIT("c:1", 1, "m1"),
+                                FE_SUBMIT("c:3", 2, "m3"), FE_Y, FE_END};
     static const fe_act *const plans[] = {p0};
     fe *f = fe_new();
     assert_int_equal(fe_spawn_plans(f, plans, 1, NULL), 0);
@@ -484,7 +484,6 @@ static void test_drain_loops_until_both_queues_are_empty(void **state)
     fe_free(f);
 }
 
-
 /* Rule 3: a worker wait completed by a later rank in the same round is not
  * engine-waited by the drain; the waiter resumes in the next round. */
 static void test_wait_completed_later_in_the_round_is_not_engine_waited(void **state)
@@ -523,8 +522,8 @@ static void test_wait_completed_later_in_the_round_is_not_engine_waited(void **s
 static void test_collective_already_completed_is_not_engine_waited(void **state)
 {
     (void)state;
-    static const fe_act p0[] = {FE_DONE("cc:1"), FE_SUBMIT("cc:1", 0, "mcc"), FE_SUBMIT("cc:2", 1, "mcc2"), FE_Y,
-                                FE_END};
+    static const fe_act p0[] = {FE_DONE("cc:1"), FE_SUBMIT("cc:1", 0, "mcc"), FE_SUBMIT("cc:2", 1, "mcc2"),
+                                FE_Y, FE_END};
     static const fe_act *const plans[] = {p0};
     fe *f = fe_new();
     assert_int_equal(fe_spawn_plans(f, plans, 1, NULL), 0);

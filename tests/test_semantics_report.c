@@ -422,10 +422,10 @@ static void test_first_kb_fail_of_a_rank_wins(void **state)
     assert_int_equal(kb_spawn_error_count(f->err), 1);
     assert_int_equal(kb_spawn_error_get(f->err, 0)->code, 3);
     assert_string_equal(kb_spawn_error_get(f->err, 0)->message, "first");
-    assert_string_equal(kb_spawn_error_message(f->err), "spawn failed on ranks [0]: rank 0 raised code 3: first");
+    assert_string_equal(kb_spawn_error_message(f->err),
+                        "spawn failed on ranks [0]: rank 0 raised code 3: first");
     fe_free(f);
 }
-
 
 /* C only: the failing rank's own cleanup handler calling kb_fail after
  * kb_raise changes nothing (the raise was recorded first). */
@@ -535,40 +535,41 @@ static void run_drain_failure_phase_a(const kb_spawn_opts *opts)
     assert_int_equal(fe_spawn_plans(f, plans, 4, opts), KB_ESPAWN);
     /* derived from oracle: sem_report.py::s_drain_failure_phase_a
      * (edited: the report names the drain failure) */
-    tr_assert("spawn_begin nprocs=4\n"
-              "bind 0\n"
-              "bind 1\n"
-              "bind 2\n"
-              "bind 3\n"
-              "start 0\n"
-              "step 0 0\n"
-              "wait_enqueue 0 ok:0\n"
-              "start 1\n"
-              "step 1 0\n"
-              "wait_enqueue 1 h:bad\n"
-              "start 2\n"
-              "step 2 0\n"
-              "step 2 1\n"
-              "step 2 2\n"
-              "start 3\n"
-              "end 3\n"
-              "finally 3\n"
-              "engine_wait ok:0\n"
-              "engine_wait h:bad\n"
-              "unwind 0 cancel\n"
-              "finally 0\n"
-              "unwind 1 cancel\n"
-              "finally 1\n"
-              "unwind 2 cancel\n"
-              "finally 2\n"
-              "barrier_reset pending_worker=[later:2] pending_coll=[c:2]\n"
-              "spawn_raised KB_ESPAWN\n"
-              "error ranks=[] first=None code=None\n"
-              "error_drain code=42 handle=h:bad\n"
-              "error_msg spawn failed on ranks []: drain failed: engine wait for handle h:bad (pending worker "
-              "wait) returned 42\n"
-              "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[ok:0]\n"
-              "spawn_end\n");
+    tr_assert(
+        "spawn_begin nprocs=4\n"
+        "bind 0\n"
+        "bind 1\n"
+        "bind 2\n"
+        "bind 3\n"
+        "start 0\n"
+        "step 0 0\n"
+        "wait_enqueue 0 ok:0\n"
+        "start 1\n"
+        "step 1 0\n"
+        "wait_enqueue 1 h:bad\n"
+        "start 2\n"
+        "step 2 0\n"
+        "step 2 1\n"
+        "step 2 2\n"
+        "start 3\n"
+        "end 3\n"
+        "finally 3\n"
+        "engine_wait ok:0\n"
+        "engine_wait h:bad\n"
+        "unwind 0 cancel\n"
+        "finally 0\n"
+        "unwind 1 cancel\n"
+        "finally 1\n"
+        "unwind 2 cancel\n"
+        "finally 2\n"
+        "barrier_reset pending_worker=[later:2] pending_coll=[c:2]\n"
+        "spawn_raised KB_ESPAWN\n"
+        "error ranks=[] first=None code=None\n"
+        "error_drain code=42 handle=h:bad\n"
+        "error_msg spawn failed on ranks []: drain failed: engine wait for handle h:bad (pending worker "
+        "wait) returned 42\n"
+        "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[ok:0]\n"
+        "spawn_end\n");
     check_drain_message(f, 42, "h:bad");
     assert_int_equal(f->aborts, 1);
     fe_free(f);
@@ -644,25 +645,26 @@ static void test_drain_failure_after_last_round_fails_spawn(void **state)
     assert_int_equal(fe_spawn_plans(f, plans, 2, NULL), KB_ESPAWN);
     /* derived from oracle: sem_report.py::s_drain_failure_in_last_round
      * (edited: the report names the drain failure) */
-    tr_assert("spawn_begin nprocs=2\n"
-              "bind 0\n"
-              "bind 1\n"
-              "start 0\n"
-              "step 0 0\n"
-              "end 0\n"
-              "finally 0\n"
-              "start 1\n"
-              "end 1\n"
-              "finally 1\n"
-              "engine_wait h:bad\n"
-              "barrier_reset pending_worker=[] pending_coll=[]\n"
-              "spawn_raised KB_ESPAWN\n"
-              "error ranks=[] first=None code=None\n"
-              "error_drain code=44 handle=h:bad\n"
-              "error_msg spawn failed on ranks []: drain failed: engine wait for handle h:bad (pending worker "
-              "wait) returned 44\n"
-              "post ranks=[dead,dead] pending_worker=[] pending_coll=[] completed=[]\n"
-              "spawn_end\n");
+    tr_assert(
+        "spawn_begin nprocs=2\n"
+        "bind 0\n"
+        "bind 1\n"
+        "start 0\n"
+        "step 0 0\n"
+        "end 0\n"
+        "finally 0\n"
+        "start 1\n"
+        "end 1\n"
+        "finally 1\n"
+        "engine_wait h:bad\n"
+        "barrier_reset pending_worker=[] pending_coll=[]\n"
+        "spawn_raised KB_ESPAWN\n"
+        "error ranks=[] first=None code=None\n"
+        "error_drain code=44 handle=h:bad\n"
+        "error_msg spawn failed on ranks []: drain failed: engine wait for handle h:bad (pending worker "
+        "wait) returned 44\n"
+        "post ranks=[dead,dead] pending_worker=[] pending_coll=[] completed=[]\n"
+        "spawn_end\n");
     check_drain_message(f, 44, "h:bad");
     fe_free(f);
 }

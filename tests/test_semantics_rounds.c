@@ -170,7 +170,8 @@ static void test_finished_ranks_are_skipped_in_later_rounds(void **state)
         "finally 2\n"
         "engine_wait r:0:2\n"
         "spawn_return 0\n"
-        "post ranks=[dead,dead,dead] pending_worker=[] pending_coll=[] completed=[r:0:0,r:0:1,r:0:2,r:1:0,r:2:0,r:2:1]\n"
+        "post ranks=[dead,dead,dead] pending_worker=[] pending_coll=[] "
+        "completed=[r:0:0,r:0:1,r:0:2,r:1:0,r:2:0,r:2:1]\n"
         "spawn_end\n");
     fe_free(f);
 }

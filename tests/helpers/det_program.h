@@ -30,7 +30,7 @@
 #include "trace.h"
 
 #define DET_NPROCS 48
-#define DET_STEPS 40
+#define DET_STEPS  40
 #define DET_SPAWNS 3
 
 struct det_run {
@@ -54,7 +54,8 @@ static unsigned det_rand(const struct det_run *r, int rank, int step, int salt)
 {
     uint64_t x = det_mix(r->seed);
     x = det_mix(x ^ (uint64_t)(r->spawn_no + 1));
-    x = det_mix(x ^ ((uint64_t)(unsigned)rank << 20) ^ ((uint64_t)(unsigned)step << 8) ^ (uint64_t)(unsigned)salt);
+    x = det_mix(x ^ ((uint64_t)(unsigned)rank << 20) ^ ((uint64_t)(unsigned)step << 8) ^
+                (uint64_t)(unsigned)salt);
     return (unsigned)(x >> 33);
 }
 
@@ -62,8 +63,8 @@ static unsigned det_rand(const struct det_run *r, int rank, int step, int salt)
  * 4 enqueued, 5 engine-made, 9 completed before the spawn. */
 static kb_handle det_h(const struct det_run *r, int kind, int rank, int step)
 {
-    return ((kb_handle)kind << 40) | ((kb_handle)(r->spawn_no + 1) << 32) | ((kb_handle)(unsigned)rank << 16) |
-           (kb_handle)(unsigned)(step + 1);
+    return ((kb_handle)kind << 40) | ((kb_handle)(r->spawn_no + 1) << 32) |
+           ((kb_handle)(unsigned)rank << 16) | (kb_handle)(unsigned)(step + 1);
 }
 
 static int det_wait(void *self, kb_handle h, void *meta, kb_wait_origin origin)
@@ -118,7 +119,8 @@ static int det_body(struct det_run *r, int rank)
                 tr_add("%d %d return 12", rank, s);
                 return 12;
             } else {
-                tr_add("%d %d kb_fail rc=%d", rank, s, kb_fail(13, "rank %d failed softly at step %d", rank, s));
+                tr_add("%d %d kb_fail rc=%d", rank, s,
+                       kb_fail(13, "rank %d failed softly at step %d", rank, s));
             }
         }
         unsigned a = det_rand(r, rank, s, 0) % 10;

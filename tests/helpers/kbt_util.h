@@ -113,9 +113,9 @@ static inline size_t kbt_heap_in_use(void)
 
 /* Result of a forked child. */
 struct kbt_child {
-    int status;        /* waitpid status */
-    int timed_out;     /* 1 if the child was killed for running too long */
-    char out[8192];    /* what the child wrote to stderr, NUL-terminated */
+    int status;     /* waitpid status */
+    int timed_out;  /* 1 if the child was killed for running too long */
+    char out[8192]; /* what the child wrote to stderr, NUL-terminated */
     size_t out_len;
 };
 

@@ -630,8 +630,7 @@ const kb_spawn_opts *fe_return(void)
     return &o;
 }
 
-int fe_start(fe *f, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
-             kb_process_context **pc)
+int fe_start(fe *f, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts, kb_process_context **pc)
 {
     prepare_run(f, nprocs);
     tr_add("start_begin nprocs=%d", nprocs);

@@ -95,8 +95,8 @@ typedef int (*fe_body)(fe *f, int rank, void *arg);
 enum { FE_UNSTARTED = 0, FE_SUSPENDED = 1, FE_DEAD = 2 };
 
 #define FE_MAX_KNOBS 32
-#define FE_MAX_TAGS 32
-#define FE_MAX_LOG 1024
+#define FE_MAX_TAGS  32
+#define FE_MAX_LOG   1024
 
 struct fe_tag {
     char tag[32];
@@ -143,9 +143,9 @@ struct fe {
     int ntags, next_sip;
     /* the current run */
     int nprocs;
-    int *state;     /* FE_UNSTARTED / FE_SUSPENDED / FE_DEAD per rank */
-    int *calls;     /* how many times fe_traced ran for each rank */
-    fe_body body;   /* what fe_traced runs */
+    int *state;   /* FE_UNSTARTED / FE_SUSPENDED / FE_DEAD per rank */
+    int *calls;   /* how many times fe_traced ran for each rank */
+    fe_body body; /* what fe_traced runs */
     void *body_arg;
     kb_spawn_error *err; /* the last report (owned; freed by the next call / fe_free) */
     /* the thread driving (set by every driver-side helper): a hook that
@@ -221,20 +221,62 @@ struct fe_act {
     const void *arg;
 };
 
-#define FE_END {.op = FE_OP_END}
-#define FE_Y {.op = FE_OP_YIELD}
-#define FE_W(n) {.op = FE_OP_WAIT, .name = (n)}
-#define FE_RAISE(c, m) {.op = FE_OP_RAISE, .code = (c), .msg = (m)}
-#define FE_RET(c) {.op = FE_OP_RETURN, .code = (c)}
-#define FE_FAIL(c, m) {.op = FE_OP_FAIL, .code = (c), .msg = (m)}
-#define FE_ENQ(n) {.op = FE_OP_ENQUEUE, .name = (n)}
-#define FE_SUBMIT(n, sip, meta) {.op = FE_OP_SUBMIT, .name = (n), .code = (sip), .msg = (meta)}
-#define FE_DONE(n) {.op = FE_OP_COMPLETE, .name = (n)}
-#define FE_AR(tag, world) {.op = FE_OP_AR, .name = (tag), .code = (world)}
-#define FE_AR_POLL(tag, world) {.op = FE_OP_AR_POLL, .name = (tag), .code = (world)}
-#define FE_BARRIER {.op = FE_OP_BARRIER}
-#define FE_MARK(text) {.op = FE_OP_MARK, .msg = (text)}
-#define FE_CALL(f, a) {.op = FE_OP_CALL, .fn = (f), .arg = (a)}
+#define FE_END                                                                                               \
+    {                                                                                                        \
+        .op = FE_OP_END                                                                                      \
+    }
+#define FE_Y                                                                                                 \
+    {                                                                                                        \
+        .op = FE_OP_YIELD                                                                                    \
+    }
+#define FE_W(n)                                                                                              \
+    {                                                                                                        \
+        .op = FE_OP_WAIT, .name = (n)                                                                        \
+    }
+#define FE_RAISE(c, m)                                                                                       \
+    {                                                                                                        \
+        .op = FE_OP_RAISE, .code = (c), .msg = (m)                                                           \
+    }
+#define FE_RET(c)                                                                                            \
+    {                                                                                                        \
+        .op = FE_OP_RETURN, .code = (c)                                                                      \
+    }
+#define FE_FAIL(c, m)                                                                                        \
+    {                                                                                                        \
+        .op = FE_OP_FAIL, .code = (c), .msg = (m)                                                            \
+    }
+#define FE_ENQ(n)                                                                                            \
+    {                                                                                                        \
+        .op = FE_OP_ENQUEUE, .name = (n)                                                                     \
+    }
+#define FE_SUBMIT(n, sip, meta)                                                                              \
+    {                                                                                                        \
+        .op = FE_OP_SUBMIT, .name = (n), .code = (sip), .msg = (meta)                                        \
+    }
+#define FE_DONE(n)                                                                                           \
+    {                                                                                                        \
+        .op = FE_OP_COMPLETE, .name = (n)                                                                    \
+    }
+#define FE_AR(tag, world)                                                                                    \
+    {                                                                                                        \
+        .op = FE_OP_AR, .name = (tag), .code = (world)                                                       \
+    }
+#define FE_AR_POLL(tag, world)                                                                               \
+    {                                                                                                        \
+        .op = FE_OP_AR_POLL, .name = (tag), .code = (world)                                                  \
+    }
+#define FE_BARRIER                                                                                           \
+    {                                                                                                        \
+        .op = FE_OP_BARRIER                                                                                  \
+    }
+#define FE_MARK(text)                                                                                        \
+    {                                                                                                        \
+        .op = FE_OP_MARK, .msg = (text)                                                                      \
+    }
+#define FE_CALL(f, a)                                                                                        \
+    {                                                                                                        \
+        .op = FE_OP_CALL, .fn = (f), .arg = (a)                                                              \
+    }
 
 /* An FE_OP_CALL result that ends the plan body early with 0 (the oracle's
  * absorbing() wrapper: a body that returns normally). */
@@ -262,8 +304,7 @@ const kb_spawn_opts *fe_return(void);
  * join_raised KB_ESPAWN + error lines (err=NULL when *err was not set) |
  * join_raised CODE raw; post. fe_pc_free: free_begin; kb_process_context_free;
  * free_end; post (every rank dead). */
-int fe_start(fe *f, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
-             kb_process_context **pc);
+int fe_start(fe *f, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts, kb_process_context **pc);
 int fe_start_plans(fe *f, const fe_act *const *plans, int nprocs, const kb_spawn_opts *opts,
                    kb_process_context **pc);
 int fe_join(fe *f, kb_process_context *pc, long timeout_ms);
