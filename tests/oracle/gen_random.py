@@ -265,8 +265,15 @@ static void {tname}(void **state)
     return "\n".join(out) + "\n"
 
 
+def formatted(text):
+    """The text as the repository keeps it: through clang-format."""
+    import subprocess
+    return subprocess.run(["clang-format", "--assume-filename=" + OUT], input=text, text=True,
+                          capture_output=True, check=True).stdout
+
+
 def main():
-    text = generate()
+    text = formatted(generate())
     if "--write" in sys.argv:
         open(OUT, "w").write(text)
         print(f"wrote {OUT}")
