@@ -72,9 +72,12 @@ extern "C" {
 #define KB_EPERM     (-EPERM)     /**< rank-only call outside a rank, or driver-only call inside one */
 #define KB_ECANCELED (-ECANCELED) /**< this rank is being cancelled (RETURN mode, or during an unwind) */
 #define KB_ESPAWN    (-10000)     /**< ranks or the drain failed: see kb_spawn_error */
-#define KB_EEXITED                                                                                           \
-    (-10001) /**< recorded for a rank whose thread left its function without                                 \
-                  returning (pthread_exit) */
+#define KB_ETIMEDOUT (-ETIMEDOUT) /**< max_rounds reached: see kb_spawn_error */
+/** A replayed schedule no longer matches the program: see kb_spawn_error. */
+#define KB_EDIVERGED (-10002)
+/** Recorded for a rank whose thread left its function without returning
+ *  (pthread_exit, or a longjmp out of its unwind). */
+#define KB_EEXITED (-10001)
 
 /** A static, human-readable description of err (a KB_E* code, any negative
  *  errno value, or 0). Never NULL. */
@@ -163,9 +166,10 @@ KB_API int kb_ctx_destroy(kb_ctx *ctx);
  * Wait until h is completed.
  *
  * In a rank: if h is completed, return 0 at once without switching (the
- * rank keeps the baton). Otherwise append h to the pending worker waits and
- * yield until a drain has completed it. KB_ECANCELED if the rank is
- * cancelled meanwhile (RETURN mode; in UNWIND mode the rank unwinds instead).
+ * rank keeps the baton), unless the rank has been cancelled (RETURN mode)
+ * or is unwinding: then KB_ECANCELED at once, completed or not. Otherwise append h to the pending worker
+ * waits and yield until a drain has completed it. KB_ECANCELED if the rank is cancelled meanwhile (RETURN
+ * mode; in UNWIND mode the rank unwinds instead).
  *
  * On the driver side: if h is completed, 0 at once without calling the
  * engine; otherwise call the engine's wait (KB_WAIT_DRIVER), then mark h
@@ -272,6 +276,14 @@ KB_API int kb_fail(int code, const char *fmt, ...) KB_PRINTF_LIKE(2, 3);
  *  once, with its first kb_fail code. */
 typedef int (*kb_rank_fn)(int rank, void *arg);
 
+/** The order of ranks within a round (kb_spawn_opts.schedule). */
+typedef enum kb_schedule {
+    KB_SCHED_ROUND_ROBIN = 0, /**< rank order (the reference's) */
+    KB_SCHED_SEEDED = 1       /**< a permutation per round drawn from kb_spawn_opts.seed */
+} kb_schedule;
+
+struct kb_spawn_stats;
+
 /** How a cancelled rank leaves its suspension point. */
 typedef enum kb_cancel_mode {
     KB_CANCEL_UNWIND = 0, /**< the thread unwinds (pthread_exit): cleanup handlers run */
@@ -312,10 +324,63 @@ typedef struct kb_spawn_opts {
      *  driver's own affinity is restored when kb_spawn/kb_join returns.
      *  Other values: KB_EINVAL. */
     int affinity;
+    /** The order of the ranks within a round: KB_SCHED_ROUND_ROBIN (default,
+     *  rank order, the reference's) or KB_SCHED_SEEDED (each round visits the
+     *  live ranks in a permutation drawn from seed; the same seed and
+     *  program give the same trace, always). Drain, failure and cancellation
+     *  rules are unchanged; cancellation stays in rank order. The
+     *  environment's KB_SCHED_SEED=n selects KB_SCHED_SEEDED with seed n
+     *  when schedule is KB_SCHED_ROUND_ROBIN. Others: KB_EINVAL. */
+    kb_schedule schedule;
+    /** The seed of KB_SCHED_SEEDED. */
+    uint64_t seed;
+    /** Write the executed schedule (docs/scheduling.md has the format) to
+     *  this file when the spawn ends; also KB_RECORD=path. A file that
+     *  cannot be created fails the spawn before any rank runs with its
+     *  negative errno. */
+    const char *record_path;
+    /** Force the schedule recorded in this file: each round visits the
+     *  ranks in the recorded order. When the program no longer matches (a
+     *  round's live ranks differ from the recording, or it runs more or
+     *  fewer rounds) the spawn fails with KB_EDIVERGED, naming the turn.
+     *  Overrides schedule. Also KB_REPLAY=path. An unreadable or malformed
+     *  file: its negative errno or KB_EINVAL before any rank runs. */
+    const char *replay_path;
+    /** Write a Chrome trace-event JSON timeline (Perfetto, chrome://tracing)
+     *  to this file when the spawn ends: a track per rank and one for the
+     *  driver, a slice per turn, drains with their engine waits, instants
+     *  for waits, collectives, barriers, cancellations and failures. Events
+     *  are kept in memory while the spawn runs. Also KB_TRACE=path. */
+    const char *trace_path;
+    /** Fail the spawn with KB_ETIMEDOUT (siblings cancelled, abort, queues
+     *  cleared) when this many rounds have run and ranks are still live;
+     *  the report names every live rank's last suspension point. 0 = no
+     *  limit, unless the environment sets KB_MAX_ROUNDS. */
+    uint64_t max_rounds;
+    /** Filled with the spawn's statistics when kb_spawn returns (or
+     *  kb_join, each time); NULL = none. */
+    struct kb_spawn_stats *stats;
 } kb_spawn_opts;
 
 /** kb_spawn_opts.affinity: everything on the driver's CPU. */
 #define KB_AFFINITY_ONE_CPU 1
+
+/** Statistics of a spawn (kb_spawn_opts.stats). The caller may point
+ *  rank_turns / rank_cpu_ns at arrays of rank_cap entries to get per-rank
+ *  figures for ranks 0..rank_cap-1 (NULL: not wanted). */
+typedef struct kb_spawn_stats {
+    uint64_t rounds;       /**< rounds run */
+    uint64_t turns;        /**< rank turns (a rank holding the baton once) */
+    uint64_t handoffs;     /**< baton handoffs, the driver's included */
+    uint64_t drains;       /**< drains run (one per round) */
+    uint64_t engine_waits; /**< handles waited for through the engine (drains and driver-side
+                                waits), counted also when the engine has no wait hook */
+    uint64_t collectives;  /**< collectives submitted */
+    uint64_t wall_ns;      /**< wall time from the start of the spawn */
+    uint64_t *rank_turns;  /**< caller's array: turns of each rank, or NULL */
+    uint64_t *rank_cpu_ns; /**< caller's array: CPU time each rank spent on the baton, or NULL */
+    size_t rank_cap;       /**< entries in those arrays */
+} kb_spawn_stats;
 
 /** The signal the stall watchdog sends to a stalled rank thread to print its
  *  backtrace: SIGRTMIN + 3, a real-time signal glibc leaves to programs. */
@@ -345,17 +410,52 @@ KB_API const char *kb_spawn_error_message(const kb_spawn_error *e);
 KB_API int kb_spawn_error_drain_code(const kb_spawn_error *e);
 /** The handle whose engine wait failed in the drain, else 0. */
 KB_API kb_handle kb_spawn_error_drain_handle(const kb_spawn_error *e);
+/** What failed the spawn: KB_ESPAWN (ranks or the drain), KB_ETIMEDOUT
+ *  (max_rounds) or KB_EDIVERGED (replay); 0 for NULL e. */
+KB_API int kb_spawn_error_code(const kb_spawn_error *e);
+/** With KB_EDIVERGED: the 1-based turn at which the program stopped
+ *  matching the recording; else 0. */
+KB_API uint64_t kb_spawn_error_turn(const kb_spawn_error *e);
+
+/** Where a live rank was when a spawn stopped (KB_ETIMEDOUT, KB_EDIVERGED). */
+typedef enum kb_rank_where {
+    KB_AT_START = 0,   /**< never ran */
+    KB_AT_YIELD = 1,   /**< suspended in kb_yield */
+    KB_AT_WAIT = 2,    /**< suspended in kb_wait on handle */
+    KB_AT_BARRIER = 3, /**< suspended in kb_barrier */
+} kb_rank_where;
+
+/** A live rank's last suspension point. */
+typedef struct kb_live_rank {
+    int rank;            /**< the rank */
+    kb_rank_where where; /**< where it was suspended */
+    kb_handle handle;    /**< with KB_AT_WAIT: the handle */
+} kb_live_rank;
+
+/** Number of ranks that were live when the spawn stopped for KB_ETIMEDOUT
+ *  or KB_EDIVERGED (0 otherwise). */
+KB_API size_t kb_spawn_error_live_count(const kb_spawn_error *e);
+/** The i-th of them, in rank order; NULL out of range. */
+KB_API const kb_live_rank *kb_spawn_error_live_get(const kb_spawn_error *e, size_t i);
+
 /** Free a report; NULL is a no-op. */
 KB_API void kb_spawn_error_free(kb_spawn_error *e);
 
 /**
  * Run fn(rank, arg) for ranks 0..nprocs-1 to completion (join=True).
  *
- * Returns 0; KB_ESPAWN with *err set (err may be NULL; *err is NULL only if
- * the report itself could not be allocated) when a rank or the drain failed; or a negative error before any
- * rank ran: KB_EINVAL (NULL ctx/fn, nprocs < 0, bad opts), KB_EPERM (called from a rank), KB_EBUSY (ctx busy,
- * or from an engine hook), KB_EAGAIN (a rank thread could not be created), KB_ENOMEM. nprocs 0 is valid (no
- * round, no drain). When it returns no rank runs or waits any more.
+ * Returns 0 when every rank finished; when the spawn fails, after cancelling
+ * every live rank, aborting the engine and clearing the queues:
+ * KB_ESPAWN (a rank or the drain failed), KB_ETIMEDOUT (max_rounds reached)
+ * or KB_EDIVERGED (a replayed schedule stopped matching), each with *err set
+ * (err may be NULL; *err is NULL only if the report itself could not be
+ * allocated). Before any rank ran: KB_EINVAL (NULL ctx/fn, nprocs < 0, bad
+ * opts, a malformed replay file), KB_EPERM (called from a rank), KB_EBUSY
+ * (ctx busy, or from an engine hook), KB_EAGAIN (a rank thread could not be
+ * created), KB_ENOMEM, KB_EDIVERGED (a replay file recorded for another
+ * nprocs; no report) or the negative errno of a record/replay/trace file
+ * that cannot be opened. nprocs 0 is valid (no round, no drain). When it
+ * returns no rank runs or waits any more.
  */
 KB_API int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
                     kb_spawn_error **err);
@@ -364,19 +464,25 @@ KB_API int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_
 typedef struct kb_process_context kb_process_context;
 
 /** Create and bind the ranks of a spawn without running them; the ctx is busy
- *  until kb_process_context_free. Errors as for kb_spawn (never KB_ESPAWN). */
+ *  until kb_process_context_free. The errors kb_spawn gives before any rank
+ *  ran; the failures come from kb_join. */
 KB_API int kb_start(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
                     kb_process_context **out);
 
 /**
  * Drive rounds on the calling thread (any thread, one at a time) until every
  * rank finished (1), the timeout passed at the end of a round, after its
- * drain (0; at least one round per call), or failure (KB_ESPAWN with *err
- * set). timeout_ms < 0: no limit. Once finished it returns the same result
- * again with *err NULL. KB_EINVAL for a NULL pc, KB_EPERM from a rank,
- * KB_EBUSY from an engine hook or while another thread is joining.
+ * drain (0; at least one round per call), or failure (KB_ESPAWN,
+ * KB_ETIMEDOUT or KB_EDIVERGED, with *err set, as for kb_spawn). timeout_ms < 0: no limit. Once finished it
+ * returns the same result again with *err NULL. KB_EINVAL for a NULL pc, KB_EPERM from a rank, KB_EBUSY from
+ * an engine hook or while another thread is joining.
  */
 KB_API int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err);
+
+/** The statistics of a process context so far (rounds, turns, ... as in
+ *  kb_spawn_stats, per-rank arrays filled when given). KB_EINVAL for NULL
+ *  arguments; KB_EBUSY while another thread joins it. */
+KB_API int kb_process_context_stats(kb_process_context *pc, kb_spawn_stats *stats);
 
 /** Free a process context. A live one (ranks not finished, no failure
  *  reported): cancel live ranks in rank order (cleanup runs), engine abort,

@@ -7,6 +7,7 @@
 #include "alloc.h"
 #include "annotate.h"
 #include "run.h"
+#include "timeline.h"
 #include "worker.h"
 
 /* A byte whose address identifies the calling thread while it lives. */
@@ -102,11 +103,17 @@ void kb_ctx_leave(const kb_ctx *ctx, int access)
 
 int kb_engine_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin)
 {
+    struct kb_run *run = ctx->run;
+    if (run)
+        run->engine_waits++;
     if (!ctx->engine.wait)
         return 0;
+    uint64_t t0 = run && run->tl ? kb_now_ns() : 0;
     tls_hook_depth++;
     int rc = ctx->engine.wait(ctx->engine.self, h, meta, origin);
     tls_hook_depth--;
+    if (run && run->tl)
+        kb_tl_slice(run, KB_DRIVER, KB_TL_ENGINE_WAIT, t0, kb_now_ns(), h, origin);
     return rc;
 }
 

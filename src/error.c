@@ -6,13 +6,18 @@
 
 #include "alloc.h"
 #include "run.h"
+#include "timeline.h"
 
 struct kb_spawn_error {
+    int code;              /* KB_ESPAWN, KB_ETIMEDOUT or KB_EDIVERGED */
     kb_rank_error *errors; /* insertion order */
     size_t count;
     char *message;
     int drain_code;
     kb_handle drain_handle;
+    uint64_t turn;      /* KB_EDIVERGED */
+    kb_live_rank *live; /* KB_ETIMEDOUT, KB_EDIVERGED: rank order */
+    size_t nlive;
 };
 
 /* Used when a message cannot be allocated; never freed. */
@@ -33,8 +38,7 @@ static char *vformat(const char *fmt, va_list ap)
     return s;
 }
 
-static char *format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *format(const char *fmt, ...)
+char *kb_format(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -51,20 +55,21 @@ static void record(struct kb_rank *rk, int code, char *msg)
     e->code = code;
     e->message = msg ? msg : oom_message;
     rk->recorded = 1;
+    kb_tl_instant(run, rk->index, KB_TL_FAIL, 0, code);
 }
 
 void kb_record_failurev(struct kb_rank *rk, int code, const char *fmt, va_list ap)
 {
     if (rk->recorded)
         return; /* the first failure of a rank is the one that counts */
-    record(rk, code, fmt ? vformat(fmt, ap) : format("failed with code %d", code));
+    record(rk, code, fmt ? vformat(fmt, ap) : kb_format("failed with code %d", code));
 }
 
 void kb_record_failure_text(struct kb_rank *rk, int code, const char *text)
 {
     if (rk->recorded)
         return;
-    record(rk, code, text ? format("%s", text) : format("rank function returned %d", code));
+    record(rk, code, text ? kb_format("%s", text) : kb_format("rank function returned %d", code));
 }
 
 void kb_rank_errors_free(kb_rank_error *errors, size_t n)
@@ -81,44 +86,91 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* "spawn failed on ranks [1, 3]" + the drain failure, then the first
- * recorded rank. */
-static char *build_message(const kb_rank_error *errors, size_t n, int drain_code, kb_handle drain_handle,
-                           kb_wait_origin drain_origin)
+/* A growing string for messages; NULL once an allocation failed. */
+struct str {
+    char *s;
+    size_t len;
+};
+
+static void add(struct str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(struct str *b, const char *fmt, ...)
 {
-    int *ranks = kb_malloc((n ? n : 1) * sizeof *ranks);
-    if (!ranks)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        ranks[i] = errors[i].rank;
-    qsort(ranks, n, sizeof *ranks, cmp_int);
-
-    size_t cap = 64 + n * 14;
-    char *list = kb_malloc(cap);
-    if (!list) {
-        free(ranks);
-        return NULL;
+    if (!b->s)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *piece = vformat(fmt, ap);
+    va_end(ap);
+    char *grown = piece ? kb_realloc(b->s, b->len + strlen(piece) + 1) : NULL;
+    if (!grown) {
+        free(piece);
+        free(b->s);
+        b->s = NULL;
+        return;
     }
-    size_t len = 0;
-    list[0] = '\0';
-    for (size_t i = 0; i < n; i++)
-        len += (size_t)snprintf(list + len, cap - len, "%s%d", i ? ", " : "", ranks[i]);
-    free(ranks);
+    memcpy(grown + b->len, piece, strlen(piece) + 1);
+    b->len += strlen(piece);
+    b->s = grown;
+    free(piece);
+}
 
-    char drain[160] = "";
-    if (drain_code != 0)
-        snprintf(drain, sizeof drain, ": drain failed: engine wait for handle %llu (%s) returned %d",
-                 (unsigned long long)drain_handle,
-                 drain_origin == KB_WAIT_COLLECTIVE ? "pending collective" : "pending worker wait",
-                 drain_code);
-    char *msg;
+static const char *where_text(kb_rank_where w)
+{
+    switch (w) {
+    case KB_AT_START:
+        return "not started";
+    case KB_AT_WAIT:
+        return "waiting on handle";
+    case KB_AT_BARRIER:
+        return "in kb_barrier";
+    default:
+        return "in kb_yield";
+    }
+}
+
+/* KB_ESPAWN: "spawn failed on ranks [1, 3]" + the drain failure + the first
+ * recorded rank. KB_ETIMEDOUT / KB_EDIVERGED: what stopped the spawn, the
+ * live ranks' suspension points, then any rank recorded while they were
+ * cancelled. */
+static char *build_message(const struct kb_run *run)
+{
+    const kb_rank_error *errors = run->errors;
+    size_t n = run->nerrors;
+    struct str b = {kb_calloc(1, 1), 0};
+    if (run->fail_code == KB_ESPAWN) {
+        int *ranks = kb_malloc((n ? n : 1) * sizeof *ranks);
+        if (!ranks) {
+            free(b.s);
+            return NULL;
+        }
+        for (size_t i = 0; i < n; i++)
+            ranks[i] = errors[i].rank;
+        qsort(ranks, n, sizeof *ranks, cmp_int);
+        add(&b, "spawn failed on ranks [");
+        for (size_t i = 0; i < n; i++)
+            add(&b, "%s%d", i ? ", " : "", ranks[i]);
+        add(&b, "]");
+        free(ranks);
+        if (run->drain_code != 0)
+            add(&b, ": drain failed: engine wait for handle %llu (%s) returned %d",
+                (unsigned long long)run->drain_handle,
+                run->drain_origin == KB_WAIT_COLLECTIVE ? "pending collective" : "pending worker wait",
+                run->drain_code);
+    } else {
+        add(&b, "%s; live ranks:", run->stop_detail ? run->stop_detail : "spawn stopped");
+        for (size_t i = 0; i < run->nlive_snapshot; i++) {
+            const kb_live_rank *l = &run->live[i];
+            add(&b, "%s rank %d %s", i ? "," : "", l->rank, where_text(l->where));
+            if (l->where == KB_AT_WAIT)
+                add(&b, " %llu", (unsigned long long)l->handle);
+        }
+        if (run->nlive_snapshot == 0)
+            add(&b, " none");
+    }
     if (n > 0)
-        msg = format("spawn failed on ranks [%s]%s%srank %d raised code %d: %s", list, drain,
-                     drain_code ? "; " : ": ", errors[0].rank, errors[0].code, errors[0].message);
-    else
-        msg = format("spawn failed on ranks [%s]%s", list, drain);
-    free(list);
-    return msg;
+        add(&b, "%srank %d raised code %d: %s", run->drain_code || run->fail_code != KB_ESPAWN ? "; " : ": ",
+            errors[0].rank, errors[0].code, errors[0].message);
+    return b.s;
 }
 
 kb_spawn_error *kb_spawn_error_build(struct kb_run *run)
@@ -126,20 +178,45 @@ kb_spawn_error *kb_spawn_error_build(struct kb_run *run)
     kb_spawn_error *e = kb_calloc(1, sizeof *e);
     if (!e)
         return NULL;
-    e->message =
-        build_message(run->errors, run->nerrors, run->drain_code, run->drain_handle, run->drain_origin);
+    e->message = build_message(run);
     if (!e->message) {
         free(e);
         return NULL;
     }
+    e->code = run->fail_code;
     /* Take the records over from the run. */
     e->errors = run->errors;
     e->count = run->nerrors;
     run->errors = NULL;
     run->nerrors = 0;
+    e->live = run->live;
+    e->nlive = run->nlive_snapshot;
+    run->live = NULL;
+    run->nlive_snapshot = 0;
     e->drain_code = run->drain_code;
     e->drain_handle = run->drain_code ? run->drain_handle : 0;
+    e->turn = run->fail_code == KB_EDIVERGED ? run->diverged_turn : 0;
     return e;
+}
+
+int kb_spawn_error_code(const kb_spawn_error *e)
+{
+    return e ? e->code : 0;
+}
+
+uint64_t kb_spawn_error_turn(const kb_spawn_error *e)
+{
+    return e ? e->turn : 0;
+}
+
+size_t kb_spawn_error_live_count(const kb_spawn_error *e)
+{
+    return e ? e->nlive : 0;
+}
+
+const kb_live_rank *kb_spawn_error_live_get(const kb_spawn_error *e, size_t i)
+{
+    return e && i < e->nlive ? &e->live[i] : NULL;
 }
 
 size_t kb_spawn_error_count(const kb_spawn_error *e)
@@ -172,6 +249,7 @@ void kb_spawn_error_free(kb_spawn_error *e)
     if (!e)
         return;
     kb_rank_errors_free(e->errors, e->count);
+    free(e->live);
     free(e->message);
     free(e);
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "run.h"
+#include "timeline.h"
 
 /* The rank this thread runs; NULL on every other thread, and on a rank
  * thread once its rank has finished. */
@@ -25,17 +26,16 @@ struct kb_rank *kb_self(void)
     return tls_self;
 }
 
-/* Give the baton to the next live rank of the round, or to the driver when
- * this rank is the last one. */
-static void pass_on(struct kb_rank *rk, int next)
+/* End this rank's turn: give the baton to the next rank of the round, or
+ * to the driver when this rank is the last one. */
+static void pass_on(struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;
-    if (next >= 0) {
-        kb_handoff(run, next);
-    } else {
+    kb_turn_end(rk);
+    int next = kb_next_in_round(run);
+    if (next == KB_DRIVER)
         run->stop = KB_STOP_ROUND;
-        kb_handoff(run, KB_DRIVER);
-    }
+    kb_handoff(run, next);
 }
 
 /* Suspend: hand the baton on and wait for this rank's next turn. Returns
@@ -45,8 +45,9 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
 {
     rk->susp = susp;
     rk->susp_handle = h;
-    pass_on(rk, rk->next);
+    pass_on(rk);
     kb_slot_wait(&rk->w->slot);
+    kb_turn_begin(rk);
     rk->susp = KB_SUSP_NONE;
     if (!rk->cancelled)
         return 0;
@@ -62,20 +63,20 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
 static void rank_finish(struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;
-    int next = rk->next;
-    kb_live_remove(run, rk);
-    rk->state = KB_RS_FINISHED;
+    kb_rank_retire(run, rk);
     kb_barrier_check(run); /* the ranks still waiting may be all that is left */
     tls_self = NULL;       /* no kb_ call of this thread may act as the rank now */
     if (rk->cancelled) {
+        kb_turn_end(rk);
         run->stop = KB_STOP_DONE;
         kb_handoff(run, KB_DRIVER);
     } else if (rk->recorded) {
+        kb_turn_end(rk);
         run->stop = KB_STOP_FAILED;
         run->failed_rank = rk->index;
         kb_handoff(run, KB_DRIVER);
     } else {
-        pass_on(rk, next);
+        pass_on(rk);
     }
 }
 
@@ -106,6 +107,7 @@ void kb_rank_run(struct kb_worker *w, struct kb_rank *rk)
         kb_crash_altstack(w);
     tls_self = rk;
     rk->state = KB_RS_STARTED;
+    kb_turn_begin(rk);
 
     int rc;
     pthread_cleanup_push(rank_unwound, rk);
@@ -165,11 +167,14 @@ int kb_rank_wait(struct kb_rank *rk, kb_handle h)
     if (cannot_suspend(rk))
         return KB_ECANCELED;
     kb_ctx *ctx = rk->run->ctx;
-    if (kb_completed_has(&ctx->done, h))
+    if (kb_completed_has(&ctx->done, h)) {
+        kb_tl_instant(rk->run, rk->index, KB_TL_WAIT_FAST, h, 0);
         return 0; /* fast path: keep the baton */
+    }
     int rc = kb_queue_push(&ctx->waits, &h);
     if (rc != 0)
         return rc;
+    kb_tl_instant(rk->run, rk->index, KB_TL_WAIT, h, 0);
     do {
         rc = rank_suspend(rk, KB_SUSP_WAIT, h);
         if (rc != 0)
@@ -187,6 +192,7 @@ int kb_barrier(void)
         return KB_ECANCELED;
     struct kb_run *run = rk->run;
     unsigned gen = run->barrier_gen;
+    kb_tl_instant(run, rk->index, KB_TL_BARRIER, 0, 0);
     run->barrier_arrived++;
     kb_barrier_check(run);
     do { /* every arrival yields at least once, the last one too */

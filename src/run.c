@@ -13,6 +13,8 @@
 
 #include "alloc.h"
 #include "run.h"
+#include "schedule.h"
+#include "timeline.h"
 
 static void *aligned_zalloc(size_t n)
 {
@@ -58,6 +60,90 @@ static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
     run->altstack_size = min > 65536 ? min : 65536;
 }
 
+/* A path from the options, else the environment's (empty = unset). */
+static const char *path_option(const char *given, const char *env)
+{
+    if (given)
+        return given;
+    const char *v = getenv(env);
+    return v && *v ? v : NULL;
+}
+
+/* The scheduling options (schedule, record, replay, trace, max_rounds,
+ * stats). Files are opened here, before any rank runs: 0, a negative errno,
+ * KB_EINVAL (a malformed recording) or KB_EDIVERGED (recorded for another
+ * nprocs). */
+static int resolve_schedule_options(struct kb_run *run, const kb_spawn_opts *opts)
+{
+    run->schedule = opts ? (int)opts->schedule : KB_SCHED_ROUND_ROBIN;
+    run->seed = opts ? opts->seed : 0;
+    const char *seed_env = getenv("KB_SCHED_SEED");
+    if (run->schedule == KB_SCHED_ROUND_ROBIN && seed_env && *seed_env) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(seed_env, &end, 0);
+        if (errno || *end) {
+            fprintf(stderr, "kbthreads: ignoring KB_SCHED_SEED=%s (not an integer)\n", seed_env);
+        } else {
+            run->schedule = KB_SCHED_SEEDED;
+            run->seed = v;
+        }
+    }
+    run->rng = run->seed;
+    run->max_rounds = opts ? opts->max_rounds : 0;
+    long n;
+    if (!run->max_rounds && (n = env_number("KB_MAX_ROUNDS")) > 0)
+        run->max_rounds = (uint64_t)n;
+    run->stats = opts ? opts->stats : NULL;
+    run->start_ns = kb_now_ns();
+
+    int rc;
+    const char *replay = path_option(opts ? opts->replay_path : NULL, "KB_REPLAY");
+    if (replay) {
+        int line;
+        rc = kb_replay_open(replay, run->nprocs, &run->replay, &line);
+        if (rc == KB_EINVAL)
+            fprintf(stderr, "kbthreads: %s:%d: not a kbthreads-schedule 1 recording\n", replay, line);
+        if (rc == KB_EDIVERGED)
+            fprintf(stderr, "kbthreads: %s was recorded for %d ranks, not %d\n", replay,
+                    kb_replay_nprocs(run->replay), run->nprocs);
+        if (rc != 0)
+            return rc;
+    }
+    const char *record = path_option(opts ? opts->record_path : NULL, "KB_RECORD");
+    if (record && (rc = kb_record_open(record, run->nprocs, run->schedule, run->seed, &run->record)) != 0)
+        return rc;
+    const char *trace = path_option(opts ? opts->trace_path : NULL, "KB_TRACE");
+    if (trace && (rc = kb_tl_open(run, trace)) != 0)
+        return rc;
+    if (run->stats && run->nprocs > 0) {
+        run->rank_turns = kb_calloc((size_t)run->nprocs, sizeof *run->rank_turns);
+        run->rank_cpu_ns = kb_calloc((size_t)run->nprocs, sizeof *run->rank_cpu_ns);
+        if (!run->rank_turns || !run->rank_cpu_ns)
+            return KB_ENOMEM;
+    }
+    run->observe = run->stats || run->tl;
+    return 0;
+}
+
+/* The run's outputs when it ends: the schedule record, the timeline, the
+ * caller's statistics. A file that cannot be written is reported on
+ * stderr; the spawn's result stands. */
+static void finish_outputs(struct kb_run *run)
+{
+    int rc;
+    if (run->record) {
+        rc = kb_record_close(run->record);
+        run->record = NULL;
+        if (rc != 0)
+            fprintf(stderr, "kbthreads: could not write the schedule record: %s\n", kb_strerror(rc));
+    }
+    if (run->tl && (rc = kb_tl_close(run)) != 0)
+        fprintf(stderr, "kbthreads: could not write the trace: %s\n", kb_strerror(rc));
+    if (run->stats)
+        kb_stats_fill(run, run->stats);
+}
+
 static int check_spawn_args(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const kb_spawn_opts *opts)
 {
     if (!ctx || !fn || nprocs < 0)
@@ -68,6 +154,8 @@ static int check_spawn_args(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const 
         if (opts->cancel_mode != KB_CANCEL_UNWIND && opts->cancel_mode != KB_CANCEL_RETURN)
             return KB_EINVAL;
         if (opts->affinity != 0 && opts->affinity != KB_AFFINITY_ONE_CPU)
+            return KB_EINVAL;
+        if (opts->schedule != KB_SCHED_ROUND_ROBIN && opts->schedule != KB_SCHED_SEEDED)
             return KB_EINVAL;
     }
     return 0;
@@ -109,6 +197,16 @@ static void run_free(struct kb_run *run)
 {
     if (run->errors)
         kb_rank_errors_free(run->errors, run->nerrors);
+    if (run->record)
+        kb_record_close(run->record);
+    if (run->tl)
+        kb_tl_close(run);
+    kb_replay_free(run->replay);
+    free(run->live);
+    free(run->stop_detail);
+    free(run->order);
+    free(run->rank_turns);
+    free(run->rank_cpu_ns);
     free(run->ranks);
     free(run);
 }
@@ -116,6 +214,7 @@ static void run_free(struct kb_run *run)
 void kb_run_destroy(struct kb_run *run)
 {
     kb_registry_remove(run);
+    finish_outputs(run);
     release_workers(run, 0);
     run_free(run);
 }
@@ -164,13 +263,13 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
     run->stack_size = opts ? opts->stack_size : 0;
     resolve_debug_options(run, opts);
     run->holder = KB_DRIVER;
-    run->live_head = nprocs > 0 ? 0 : -1;
     run->nlive = nprocs;
     kb_slot_init(&run->driver_slot);
     if (nprocs > 0) {
-        run->ranks = aligned_zalloc((size_t)nprocs * sizeof *run->ranks);
+        run->ranks = kb_calloc((size_t)nprocs, sizeof *run->ranks);
         run->errors = kb_calloc((size_t)nprocs, sizeof *run->errors);
-        if (!run->ranks || !run->errors) {
+        run->order = kb_calloc((size_t)nprocs, sizeof *run->order);
+        if (!run->ranks || !run->errors || !run->order) {
             run_free(run);
             return KB_ENOMEM;
         }
@@ -179,11 +278,14 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
         struct kb_rank *rk = &run->ranks[i];
         rk->run = run;
         rk->index = i;
-        rk->prev = i - 1;
-        rk->next = i + 1 < nprocs ? i + 1 : -1;
+    }
+    int rc = resolve_schedule_options(run, opts);
+    if (rc != 0) {
+        run_free(run);
+        return rc;
     }
     for (int i = 0; i < nprocs; i++) {
-        int rc = assign_worker(run, i);
+        rc = assign_worker(run, i);
         if (rc != 0) {
             /* No rank ran: pooled workers go back, new ones end. */
             release_workers(run, 1);
@@ -263,7 +365,7 @@ int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
     while ((rc = kb_sched_round(run)) == 0)
         ;
     unpin_driver(&pin);
-    if (rc == KB_ESPAWN) {
+    if (rc != 1) { /* KB_ESPAWN, KB_ETIMEDOUT, KB_EDIVERGED */
         if (err)
             *err = kb_spawn_error_build(run);
     } else {
@@ -363,14 +465,17 @@ int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err)
             break;
         if (timeout_ms >= 0 && passed(&deadline)) {
             unpin_driver(&pin);
+            if (run->stats)
+                kb_stats_fill(run, run->stats);
             kb_ctx_exit(ctx);
             return 0;
         }
     }
     unpin_driver(&pin);
-    if (rc == KB_ESPAWN && err)
+    if (rc != 1 && err)
         *err = kb_spawn_error_build(run);
-    pc->result = rc; /* 1 or KB_ESPAWN */
+    pc->result = rc; /* 1, KB_ESPAWN, KB_ETIMEDOUT or KB_EDIVERGED */
+    kb_stats_fill(run, &pc->final);
     pc->run = NULL;
     ctx->run = NULL;
     kb_run_destroy(run);
@@ -407,4 +512,27 @@ void kb_process_context_free(kb_process_context *pc)
     ctx->pc = NULL;
     kb_ctx_exit(ctx);
     free(pc);
+}
+
+int kb_process_context_stats(kb_process_context *pc, kb_spawn_stats *stats)
+{
+    if (!pc || !stats)
+        return KB_EINVAL;
+    if (kb_ctx_enter(pc->ctx) != 0)
+        return KB_EBUSY;
+    if (pc->run)
+        kb_stats_fill(pc->run, stats);
+    else
+        *stats = (kb_spawn_stats){.rounds = pc->final.rounds,
+                                  .turns = pc->final.turns,
+                                  .handoffs = pc->final.handoffs,
+                                  .drains = pc->final.drains,
+                                  .engine_waits = pc->final.engine_waits,
+                                  .collectives = pc->final.collectives,
+                                  .wall_ns = pc->final.wall_ns,
+                                  .rank_turns = stats->rank_turns,
+                                  .rank_cpu_ns = stats->rank_cpu_ns,
+                                  .rank_cap = stats->rank_cap};
+    kb_ctx_exit(pc->ctx);
+    return 0;
 }

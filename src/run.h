@@ -23,6 +23,10 @@
 #include "kbthreads.h"
 #include "worker.h"
 
+struct kb_record;
+struct kb_replay;
+struct kb_timeline;
+
 #define KB_DRIVER (-1)
 
 enum kb_rank_state {
@@ -53,14 +57,16 @@ struct kb_rank {
     struct kb_run *run;
     int index;
     /* (B) scheduler fields */
-    int state;      /* enum kb_rank_state */
-    int prev, next; /* neighbours in the live list (rank order), -1 = none */
-    int cancelled;  /* set by the driver before it posts this rank to cancel it */
-    int unwinding;  /* set by the rank itself before pthread_exit */
-    int recorded;   /* a failure of this rank is in run->errors */
-    int susp;       /* enum kb_susp: where it last suspended (for debugging) */
+    int state;     /* enum kb_rank_state */
+    int cancelled; /* set by the driver before it posts this rank to cancel it */
+    int unwinding; /* set by the rank itself before pthread_exit */
+    int recorded;  /* a failure of this rank is in run->errors */
+    int susp;      /* enum kb_susp: where it last suspended */
     kb_handle susp_handle;
     pid_t tid; /* its worker's kernel thread id (debuggers) */
+    /* with run->observe: the current turn's start (wall and CPU time) */
+    uint64_t turn_start_ns;
+    uint64_t turn_cpu_ns;
 };
 
 /* A kb_start()ed spawn. It outlives its run: once the run finished (threads
@@ -68,8 +74,9 @@ struct kb_rank {
  * The ctx stays busy (ctx->pc) until kb_process_context_free. */
 struct kb_process_context {
     kb_ctx *ctx;
-    struct kb_run *run; /* NULL once finished */
-    int result;         /* once finished: 1 or KB_ESPAWN */
+    struct kb_run *run;   /* NULL once finished */
+    int result;           /* once finished: 1, KB_ESPAWN, KB_ETIMEDOUT or KB_EDIVERGED */
+    kb_spawn_stats final; /* once finished: the totals (no per-rank arrays) */
 };
 
 struct kb_run {
@@ -83,8 +90,10 @@ struct kb_run {
     struct kb_rank *ranks;
     /* (B) scheduler fields */
     int holder;      /* KB_DRIVER or a rank index */
-    int live_head;   /* first not-finished rank, -1 if none */
     int nlive;       /* number of not-finished ranks */
+    int *order;      /* this round's ranks in visiting order (capacity nprocs) */
+    int norder;      /* entries in order */
+    int pos;         /* index in order of the rank holding the baton */
     int stop;        /* enum kb_stop, written by the rank handing to the driver */
     int failed_rank; /* with KB_STOP_FAILED */
     int barrier_arrived;
@@ -92,11 +101,21 @@ struct kb_run {
     /* failures in insertion order; capacity nprocs (each rank at most once) */
     kb_rank_error *errors;
     size_t nerrors;
+    /* counters (B): kb_spawn_stats */
+    uint64_t rounds, turns, handoffs, drains, engine_waits, collectives;
+    uint64_t start_ns;
+    uint64_t *rank_turns;  /* per rank, when stats are wanted, else NULL */
+    uint64_t *rank_cpu_ns; /* per rank, when stats are wanted, else NULL */
     /* driver-only fields */
     int failed;     /* the run failed (cancel/abort/clear already done) */
+    int fail_code;  /* what kb_spawn returns for it: KB_ESPAWN, KB_ETIMEDOUT, KB_EDIVERGED */
     int drain_code; /* the drain's failing engine code, 0 if none */
     kb_handle drain_handle;
     kb_wait_origin drain_origin;
+    uint64_t diverged_turn; /* with KB_EDIVERGED */
+    char *stop_detail;      /* with KB_ETIMEDOUT / KB_EDIVERGED: what happened */
+    kb_live_rank *live;     /* with KB_ETIMEDOUT / KB_EDIVERGED: the live ranks then */
+    size_t nlive_snapshot;
     pid_t driver_tid; /* the thread driving now or last (debuggers) */
     /* options resolved against the environment */
     unsigned stall_ms; /* 0 = no watchdog */
@@ -105,6 +124,15 @@ struct kb_run {
     size_t altstack_size;
     int affinity; /* kb_spawn_opts.affinity */
     int cpu;      /* with KB_AFFINITY_ONE_CPU: the CPU everyone runs on */
+    int schedule; /* kb_schedule */
+    uint64_t rng; /* KB_SCHED_SEEDED: the generator's state */
+    uint64_t seed;
+    uint64_t max_rounds;      /* 0 = none */
+    kb_spawn_stats *stats;    /* the caller's, filled at the end */
+    int observe;              /* stats or a timeline: time turns */
+    struct kb_record *record; /* the schedule being written, or NULL */
+    struct kb_replay *replay; /* the schedule being forced, or NULL */
+    struct kb_timeline *tl;   /* the timeline being collected, or NULL */
     /* the watchdog's turn stamps (ck_pr; see watchdog.c) */
     uint64_t turn_seq;
     uint64_t turn_ns;
@@ -137,9 +165,22 @@ int kb_sched_round(struct kb_run *run);
  * clear both queues, mark the run failed. abort_engine 0 skips the hook. */
 void kb_sched_cancel_all(struct kb_run *run, int abort_engine);
 
-/* Live list and barrier bookkeeping. Baton holder only. */
-void kb_live_remove(struct kb_run *run, struct kb_rank *rk);
+/* Rank rk's function ended: it is no longer live. Baton holder only. */
+void kb_rank_retire(struct kb_run *run, struct kb_rank *rk);
+/* Open the barrier when every live rank has arrived. Baton holder only. */
 void kb_barrier_check(struct kb_run *run);
+/* The next holder after the current rank's turn: the next rank of the
+ * round's order, or KB_DRIVER at the end of the round. Baton holder. */
+int kb_next_in_round(struct kb_run *run);
+
+/* Turn accounting (stats, timeline): called by a rank thread when its turn
+ * starts and just before it hands the baton on. No-ops unless observed. */
+void kb_turn_begin(struct kb_rank *rk);
+void kb_turn_end(struct kb_rank *rk);
+uint64_t kb_now_ns(void);
+
+/* Fill the caller's kb_spawn_stats from the run. */
+void kb_stats_fill(const struct kb_run *run, kb_spawn_stats *stats);
 
 /* Rank side of kb_wait (rk is the calling rank). */
 int kb_rank_wait(struct kb_rank *rk, kb_handle h);
@@ -150,6 +191,9 @@ void kb_record_failurev(struct kb_rank *rk, int code, const char *fmt, va_list a
     __attribute__((format(printf, 3, 0)));
 /* The same with a plain text (NULL: "rank function returned <code>"). */
 void kb_record_failure_text(struct kb_rank *rk, int code, const char *text);
+
+/* A malloc'd printf result, or NULL. */
+char *kb_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Free failure records (messages included). */
 void kb_rank_errors_free(kb_rank_error *errors, size_t n);

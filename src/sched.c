@@ -1,39 +1,53 @@
 /*
  * The scheduler loop, driver side: rounds, the drain after each round, and
  * the failure path (cancel every live sibling in rank order, abort the
- * engine, clear both queues). Also the baton handoff and the live list that
- * ranks use to find the next rank of the round.
+ * engine, clear both queues). Also the baton handoff and the round's order,
+ * which ranks use to find the next holder.
  *
- * A round: the driver hands the baton to the first live rank; each rank,
- * when it suspends or finishes, hands it straight to the next live rank
- * (rank order), and the last one hands it back to the driver (one handoff
- * per turn, plus one back to the driver per round). A failing rank hands it
- * to the driver at once, which skips the rest of the round and the drain.
+ * A round: the driver builds the round's order (the live ranks in rank
+ * order, a seeded permutation of them, or the recorded order of a replay)
+ * and hands the baton to its first rank; each rank, when it suspends or
+ * finishes, hands it straight to the next rank of the order, and the last
+ * one hands it back to the driver (one handoff per turn, plus one back to
+ * the driver per round). A failing rank hands it to the driver at once,
+ * which skips the rest of the round and the drain.
  */
 #include <ck_pr.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 
+#include "alloc.h"
 #include "run.h"
+#include "schedule.h"
+#include "timeline.h"
 
 void kb_handoff(struct kb_run *run, int to)
 {
     /* A ck_pr store: the watchdog reads the holder without the baton. */
     ck_pr_store_int(&run->holder, to);
+    run->handoffs++;
+    if (to != KB_DRIVER) {
+        run->turns++;
+        if (run->rank_turns)
+            run->rank_turns[to]++;
+    }
     if (run->stall_ms)
         kb_watch_stamp(run);
     kb_slot_post(to == KB_DRIVER ? &run->driver_slot : &run->ranks[to].w->slot);
 }
 
-void kb_live_remove(struct kb_run *run, struct kb_rank *rk)
+void kb_rank_retire(struct kb_run *run, struct kb_rank *rk)
 {
-    if (rk->prev >= 0)
-        run->ranks[rk->prev].next = rk->next;
-    else
-        run->live_head = rk->next;
-    if (rk->next >= 0)
-        run->ranks[rk->next].prev = rk->prev;
-    rk->prev = rk->next = -1;
+    rk->state = KB_RS_FINISHED;
     run->nlive--;
+}
+
+int kb_next_in_round(struct kb_run *run)
+{
+    if (run->pos + 1 < run->norder)
+        return run->order[++run->pos];
+    return KB_DRIVER;
 }
 
 void kb_barrier_check(struct kb_run *run)
@@ -66,17 +80,19 @@ static void join_if_exited(struct kb_rank *rk)
 static void cancel_rank(struct kb_run *run, struct kb_rank *rk)
 {
     rk->cancelled = 1;
+    kb_tl_instant(run, rk->index, KB_TL_CANCEL, 0, 0);
     if (rk->state == KB_RS_NEW) {
         /* Never started: finished without ever calling fn. Its worker
          * keeps waiting and goes back to the pool at teardown. */
-        kb_live_remove(run, rk);
-        rk->state = KB_RS_FINISHED;
+        kb_rank_retire(run, rk);
         return;
     }
     /* Started, so suspended at a suspension point: resume it there; it
      * unwinds (UNWIND) or sees KB_ECANCELED (RETURN), runs its cleanup and
      * hands the baton back when its function has ended. */
     run->stop = KB_STOP_NONE;
+    run->norder = 0; /* a cancelled rank's turn ends at the driver */
+    run->pos = 0;
     kb_handoff(run, rk->index);
     driver_wait(run);
     join_if_exited(rk);
@@ -96,23 +112,206 @@ void kb_sched_cancel_all(struct kb_run *run, int abort_engine)
     run->failed = 1;
 }
 
+/* The spawn stops with code (KB_ESPAWN, KB_ETIMEDOUT or KB_EDIVERGED):
+ * remember where the live ranks were, then the failure path. */
+static int stop_run(struct kb_run *run, int code)
+{
+    if (code != KB_ESPAWN) {
+        run->live = kb_calloc((size_t)(run->nlive > 0 ? run->nlive : 1), sizeof *run->live);
+        for (int i = 0; run->live && i < run->nprocs; i++) {
+            struct kb_rank *rk = &run->ranks[i];
+            if (rk->state == KB_RS_FINISHED)
+                continue;
+            kb_live_rank *l = &run->live[run->nlive_snapshot++];
+            l->rank = i;
+            l->where = rk->state == KB_RS_NEW        ? KB_AT_START
+                       : rk->susp == KB_SUSP_WAIT    ? KB_AT_WAIT
+                       : rk->susp == KB_SUSP_BARRIER ? KB_AT_BARRIER
+                                                     : KB_AT_YIELD;
+            l->handle = l->where == KB_AT_WAIT ? rk->susp_handle : 0;
+        }
+    }
+    run->fail_code = code;
+    kb_tl_instant(run, KB_DRIVER, KB_TL_STOP, 0, code);
+    kb_sched_cancel_all(run, 1);
+    return code;
+}
+
+/* The live ranks in rank order, as "[0, 2, 3]" into buf. */
+static void live_list(const struct kb_run *run, const int *ranks, int n, char *buf, size_t cap)
+{
+    size_t len = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? ", " : "", ranks[i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+    (void)run;
+}
+
+/* Build this round's order. 0, or KB_EDIVERGED (run->stop_detail set). */
+static int build_order(struct kb_run *run)
+{
+    run->norder = 0;
+    for (int i = 0; i < run->nprocs; i++)
+        if (run->ranks[i].state != KB_RS_FINISHED)
+            run->order[run->norder++] = i;
+    if (run->replay) {
+        const int *want;
+        int nwant;
+        uint64_t round = run->rounds + 1;
+        if (!kb_replay_round(run->replay, round, &want, &nwant)) {
+            run->diverged_turn = run->turns + 1;
+            char live[256];
+            live_list(run, run->order, run->norder, live, sizeof live);
+            run->stop_detail = kb_format("replay diverged at turn %llu (round %llu): the recording ends "
+                                         "after round %llu, ranks %s are still live",
+                                         (unsigned long long)run->diverged_turn, (unsigned long long)round,
+                                         (unsigned long long)(round - 1), live);
+            return KB_EDIVERGED;
+        }
+        if (!kb_replay_same_ranks(want, nwant, run->order, run->norder)) {
+            run->diverged_turn = run->turns + 1;
+            char live[256], rec[256];
+            live_list(run, run->order, run->norder, live, sizeof live);
+            int *sorted = kb_replay_sorted(want, nwant);
+            live_list(run, sorted ? sorted : want, nwant, rec, sizeof rec);
+            free(sorted);
+            run->stop_detail =
+                kb_format("replay diverged at turn %llu (round %llu): the recording has ranks "
+                          "%s live, the program %s",
+                          (unsigned long long)run->diverged_turn, (unsigned long long)round, rec, live);
+            return KB_EDIVERGED;
+        }
+        for (int i = 0; i < nwant; i++)
+            run->order[i] = want[i];
+    } else if (run->schedule == KB_SCHED_SEEDED) {
+        /* Fisher-Yates with splitmix64: the same seed, the same orders. */
+        for (int i = run->norder - 1; i > 0; i--) {
+            uint64_t z = (run->rng += 0x9e3779b97f4a7c15ull);
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            z ^= z >> 31;
+            int j = (int)(z % (uint64_t)(i + 1));
+            int t = run->order[i];
+            run->order[i] = run->order[j];
+            run->order[j] = t;
+        }
+    }
+    return 0;
+}
+
 int kb_sched_round(struct kb_run *run)
 {
-    if (run->nlive == 0)
+    if (run->nlive == 0) {
+        if (run->replay && kb_replay_rounds(run->replay) > run->rounds) {
+            run->diverged_turn = run->turns + 1;
+            run->stop_detail =
+                kb_format("replay diverged at turn %llu (round %llu): every rank finished after "
+                          "round %llu, the recording has %llu rounds",
+                          (unsigned long long)run->diverged_turn, (unsigned long long)(run->rounds + 1),
+                          (unsigned long long)run->rounds, (unsigned long long)kb_replay_rounds(run->replay));
+            return stop_run(run, KB_EDIVERGED);
+        }
         return 1;
+    }
+    if (run->max_rounds && run->rounds >= run->max_rounds) {
+        run->stop_detail =
+            kb_format("spawn stopped after %llu rounds (max_rounds)", (unsigned long long)run->rounds);
+        return stop_run(run, KB_ETIMEDOUT);
+    }
+    if (build_order(run) != 0)
+        return stop_run(run, KB_EDIVERGED);
+    run->rounds++;
+    if (run->record)
+        kb_record_round(run->record, run->rounds, run->order, run->norder);
+    uint64_t t0 = run->tl ? kb_now_ns() : 0;
     run->stop = KB_STOP_NONE;
-    kb_handoff(run, run->live_head);
+    run->pos = 0;
+    kb_handoff(run, run->order[0]);
     driver_wait(run);
+    if (run->tl)
+        kb_tl_slice(run, KB_DRIVER, KB_TL_ROUND, t0, kb_now_ns(), 0, (int64_t)run->rounds);
     if (run->stop == KB_STOP_FAILED) {
         join_if_exited(&run->ranks[run->failed_rank]);
-        kb_sched_cancel_all(run, 1);
-        return KB_ESPAWN;
+        if (run->record)
+            kb_record_end(run->record, "failed rank %d", run->failed_rank);
+        return stop_run(run, KB_ESPAWN);
     }
+    uint64_t waits0 = run->engine_waits;
+    t0 = run->tl ? kb_now_ns() : 0;
     int rc = kb_drain(run->ctx, &run->drain_handle, &run->drain_origin);
+    run->drains++;
+    if (run->tl)
+        kb_tl_slice(run, KB_DRIVER, KB_TL_DRAIN, t0, kb_now_ns(), 0, (int64_t)run->rounds);
+    if (run->record)
+        kb_record_drain(run->record, run->rounds, run->engine_waits - waits0);
     if (rc != 0) {
         run->drain_code = rc;
-        kb_sched_cancel_all(run, 1);
-        return KB_ESPAWN;
+        kb_tl_instant(run, KB_DRIVER, KB_TL_DRAIN_FAIL, run->drain_handle, rc);
+        if (run->record)
+            kb_record_end(run->record, "failed drain");
+        return stop_run(run, KB_ESPAWN);
     }
-    return run->nlive == 0 ? 1 : 0;
+    if (run->nlive == 0) {
+        if (run->replay && kb_replay_rounds(run->replay) > run->rounds)
+            return kb_sched_round(run); /* reports the divergence */
+        if (run->record)
+            kb_record_end(run->record, "ok");
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- turn accounting ---------------------------------------------------- */
+
+uint64_t kb_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void kb_turn_begin(struct kb_rank *rk)
+{
+    struct kb_run *run = rk->run;
+    if (!run->observe)
+        return;
+    rk->turn_start_ns = kb_now_ns();
+    if (run->rank_cpu_ns)
+        rk->turn_cpu_ns = thread_cpu_ns();
+}
+
+void kb_turn_end(struct kb_rank *rk)
+{
+    struct kb_run *run = rk->run;
+    if (!run->observe)
+        return;
+    if (run->rank_cpu_ns)
+        run->rank_cpu_ns[rk->index] += thread_cpu_ns() - rk->turn_cpu_ns;
+    if (run->tl)
+        kb_tl_slice(run, rk->index, KB_TL_TURN, rk->turn_start_ns, kb_now_ns(), 0, (int64_t)run->rounds);
+}
+
+void kb_stats_fill(const struct kb_run *run, kb_spawn_stats *st)
+{
+    st->rounds = run->rounds;
+    st->turns = run->turns;
+    st->handoffs = run->handoffs;
+    st->drains = run->drains;
+    st->engine_waits = run->engine_waits;
+    st->collectives = run->collectives;
+    st->wall_ns = kb_now_ns() - run->start_ns;
+    for (size_t i = 0; i < st->rank_cap && i < (size_t)run->nprocs; i++) {
+        if (st->rank_turns)
+            st->rank_turns[i] = run->rank_turns ? run->rank_turns[i] : 0;
+        if (st->rank_cpu_ns)
+            st->rank_cpu_ns[i] = run->rank_cpu_ns ? run->rank_cpu_ns[i] : 0;
+    }
 }

@@ -22,6 +22,10 @@ const char *kb_strerror(int err)
         return "this rank is being cancelled";
     case KB_ESPAWN:
         return "ranks or the drain failed (see kb_spawn_error)";
+    case KB_EDIVERGED:
+        return "a replayed schedule no longer matches the program (see kb_spawn_error)";
+    case KB_ETIMEDOUT:
+        return "max_rounds reached with ranks still live (see kb_spawn_error)";
     case KB_EEXITED:
         return "a rank thread exited without returning from its function";
     default:

@@ -5,6 +5,7 @@
 
 #include "ctx.h"
 #include "run.h"
+#include "timeline.h"
 
 int kb_driver_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin)
 {
@@ -81,6 +82,11 @@ int kb_collective_submit(kb_ctx *ctx, kb_handle h, int sip_id, void *meta)
         return access;
     kb_collective c = {.handle = h, .sip_id = sip_id, .meta = meta};
     int rc = kb_queue_push(&ctx->colls, &c);
+    if (rc == 0 && ctx->run) {
+        ctx->run->collectives++;
+        kb_tl_instant(ctx->run, access == KB_ACCESS_RANK ? kb_self()->index : KB_DRIVER, KB_TL_COLLECTIVE, h,
+                      sip_id);
+    }
     kb_ctx_leave(ctx, access);
     return rc;
 }
