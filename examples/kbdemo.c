@@ -102,6 +102,10 @@ typedef struct rank_state {
 
 typedef struct demo {
     int nranks, steps;
+    const char *trace; /* --trace FILE: a Chrome trace-event timeline of the scheduling */
+    int stats;         /* --stats: print the scheduler's statistics */
+    int seeded;        /* --seed N: visit ranks in a seeded order (results do not change) */
+    unsigned long long seed;
     des_engine *eng;
     rank_state *rs;
 } demo;
@@ -406,12 +410,18 @@ static int print_report(const demo *d)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: kbdemo [--ranks N] [--steps S] [--help]\n"
+            "usage: kbdemo [--ranks N] [--steps S] [--trace FILE] [--stats] [--seed N] [--help]\n"
             "Simulate S compute steps, a ring all-reduce of the gradients and a loss\n"
             "all-reduce over N ranks on libkbthreads, and print the simulated timeline.\n"
-            "  --ranks N   number of ranks, 1..%d (default %d)\n"
-            "  --steps S   compute steps before the all-reduce, 0..%d (default %d)\n"
-            "  --help      show this help\n",
+            "  --ranks N     number of ranks, 1..%d (default %d)\n"
+            "  --steps S     compute steps before the all-reduce, 0..%d (default %d)\n"
+            "  --trace FILE  write the scheduling timeline as Chrome trace-event JSON\n"
+            "                (open it in Perfetto or chrome://tracing)\n"
+            "  --stats       print the scheduler's statistics (wall and CPU times vary)\n"
+            "  --seed N      visit the ranks of each round in an order drawn from N;\n"
+            "                the simulated results are the same (only the engine's\n"
+            "                wait-hook call counts differ)\n"
+            "  --help        show this help\n",
             MAX_RANKS, DEFAULT_RANKS, MAX_STEPS, DEFAULT_STEPS);
 }
 
@@ -437,13 +447,63 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
     return 1;
 }
 
-/* Accepts "--opt VALUE" and "--opt=VALUE". 1 parsed, 0 help, -1 error. */
-static int parse_args(int argc, char **argv, int *ranks, int *steps)
+/* "--opt VALUE" or "--opt=VALUE" for option name at argv[*i]: the value
+ * (NULL with a message when missing), or NULL without a message when
+ * argv[*i] is another option. */
+static const char *option_value(int argc, char **argv, int *i, const char *name, int *matched)
 {
+    const char *a = argv[*i];
+    size_t len = strlen(name);
+    *matched = 0;
+    if (strcmp(a, name) == 0) {
+        *matched = 1;
+        if (*i + 1 < argc)
+            return argv[++*i];
+        fprintf(stderr, "kbdemo: %s needs a value\n", name);
+        return NULL;
+    }
+    if (strncmp(a, name, len) == 0 && a[len] == '=') {
+        *matched = 1;
+        return a + len + 1;
+    }
+    return NULL;
+}
+
+/* Accepts "--opt VALUE" and "--opt=VALUE". 1 parsed, 0 help, -1 error. */
+static int parse_args(int argc, char **argv, demo *d)
+{
+    int *ranks = &d->nranks, *steps = &d->steps;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             return 0;
+        if (strcmp(a, "--stats") == 0) {
+            d->stats = 1;
+            continue;
+        }
+        int matched;
+        const char *v = option_value(argc, argv, &i, "--trace", &matched);
+        if (matched) {
+            if (!v || !*v) {
+                if (v)
+                    fprintf(stderr, "kbdemo: --trace needs a file name\n");
+                return -1;
+            }
+            d->trace = v;
+            continue;
+        }
+        v = option_value(argc, argv, &i, "--seed", &matched);
+        if (matched) {
+            char *end;
+            errno = 0;
+            if (!v || !*v || (d->seed = strtoull(v, &end, 10), errno || *end || v[0] == '-')) {
+                if (v)
+                    fprintf(stderr, "kbdemo: --seed: '%s' is not a non-negative integer\n", v);
+                return -1;
+            }
+            d->seeded = 1;
+            continue;
+        }
         const char *names[2] = {"--ranks", "--steps"};
         int *dest[2] = {ranks, steps}, lo[2] = {1, 0}, hi[2] = {MAX_RANKS, MAX_STEPS};
         int which = -1;
@@ -547,7 +607,12 @@ static int run(demo *d, kb_ctx **ctx)
         return 1;
     }
     kb_spawn_error *err = NULL;
-    rc = kb_spawn(*ctx, rank_main, d, d->nranks, NULL, &err);
+    kb_spawn_stats st = {0};
+    kb_spawn_opts opts = {.trace_path = d->trace,
+                          .stats = &st,
+                          .schedule = d->seeded ? KB_SCHED_SEEDED : KB_SCHED_ROUND_ROBIN,
+                          .seed = d->seed};
+    rc = kb_spawn(*ctx, rank_main, d, d->nranks, &opts, &err);
     if (rc != 0) {
         report_spawn_failure(rc, err, d->eng);
         kb_spawn_error_free(err);
@@ -571,13 +636,22 @@ static int run(demo *d, kb_ctx **ctx)
     }
     d->rs[0].busy_ns += CHECKPOINT_NS;
     record(d, 0, t0, "checkpoint written (driver-side wait)");
-    return print_report(d);
+    int status = print_report(d);
+    if (d->stats)
+        printf("\nscheduler: %" PRIu64 " rounds, %" PRIu64 " turns, %" PRIu64 " handoffs, %" PRIu64
+               " drains, %" PRIu64 " engine waits, %" PRIu64 " collectives; wall %.3f ms\n",
+               st.rounds, st.turns, st.handoffs, st.drains, st.engine_waits, st.collectives,
+               st.wall_ns / 1e6);
+    if (d->trace)
+        fprintf(stderr, "kbdemo: timeline written to %s (open it in Perfetto or chrome://tracing)\n",
+                d->trace);
+    return status;
 }
 
 int main(int argc, char **argv)
 {
     demo d = {.nranks = DEFAULT_RANKS, .steps = DEFAULT_STEPS};
-    int pr = parse_args(argc, argv, &d.nranks, &d.steps);
+    int pr = parse_args(argc, argv, &d);
     if (pr == 0) {
         usage(stdout);
         return 0;
