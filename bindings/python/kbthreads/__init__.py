@@ -1,0 +1,62 @@
+"""kbthreads: Python ranks on libkbthreads.
+
+A drop-in, thread-backed replacement for the greenlet ``spawn`` namespace:
+``spawn(fn, args=(), nprocs=1, join=True)`` runs ``fn(rank, *args)`` for every
+rank on its own OS thread (named ``kb-rank-N``), one at a time in round-robin
+order, with the pending-queue drain after every round and sibling cleanup on
+failure, all done by libkbthreads (loaded with ctypes; see _lib.py for where
+the library is looked up).
+
+    import kbthreads
+
+    def rank_main(rank, steps):
+        for i in range(steps):
+            print("rank", rank, "step", i)
+            kbthreads.yield_()
+
+    kbthreads.spawn(rank_main, args=(3,), nprocs=4)
+"""
+from ._core import (
+    Context,
+    MultiprocessingNamespace,
+    ProcessContext,
+    RankFailure,
+    SpawnException,
+    Worker,
+    barrier,
+    cancelled,
+    default_context,
+    getcurrent,
+    rank,
+    spawn,
+    world_size,
+    yield_,
+)
+from ._core import CompletedSet, PendingCollectives, PendingWaits
+from ._lib import KbError, version
+
+_MultiprocessingNamespace = MultiprocessingNamespace  # the reference's name
+
+__version__ = version()
+
+__all__ = [
+    "CompletedSet",
+    "Context",
+    "KbError",
+    "MultiprocessingNamespace",
+    "PendingCollectives",
+    "PendingWaits",
+    "ProcessContext",
+    "RankFailure",
+    "SpawnException",
+    "Worker",
+    "barrier",
+    "cancelled",
+    "default_context",
+    "getcurrent",
+    "rank",
+    "spawn",
+    "version",
+    "world_size",
+    "yield_",
+]

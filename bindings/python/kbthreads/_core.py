@@ -1,0 +1,1027 @@
+"""The binding proper: Context, the spawn namespace, SpawnException.
+
+Threads and the GIL
+  Every rank runs fn(rank, *args) on its own OS thread (named kb-rank-N by
+  the library), entered through a ctypes callback; ctypes takes the GIL for
+  the callback and every call back into the library releases it. Only the
+  thread holding the baton runs: the driver (the thread inside spawn() or
+  ProcessContext.join(), running the engine hooks) or one rank.
+
+Cancellation
+  Spawns run in KB_CANCEL_RETURN mode: no C unwinding ever crosses a Python
+  frame. When a cancelled rank's kb_yield/kb_wait/kb_barrier returns
+  KB_ECANCELED, the binding raises SystemExit at that suspension point, so
+  the rank's `finally` blocks run, as they do when the reference throws
+  SystemExit into a greenlet.
+
+Handles
+  Handles are arbitrary hashable Python objects. Each Context maps them to
+  uint64 ids (1, 2, 3, ...; never 0 or UINT64_MAX) with a dict both ways;
+  the library only ever sees the ids.
+"""
+from __future__ import annotations
+
+import atexit
+import collections.abc
+import itertools
+import threading
+import time
+import weakref
+from ctypes import byref, c_void_p
+from typing import Any, Callable
+
+from . import _lib
+from ._lib import KbError, lib
+
+__all__ = [
+    "Context",
+    "MultiprocessingNamespace",
+    "ProcessContext",
+    "RankFailure",
+    "SpawnException",
+    "Worker",
+    "barrier",
+    "cancelled",
+    "default_context",
+    "getcurrent",
+    "rank",
+    "spawn",
+    "world_size",
+    "yield_",
+]
+
+_RC_FAILED = 1  # what a rank returns to the library when its body raised
+_JOIN_SLICE_MS = 50  # the driver returns to Python this often (Ctrl-C, timeouts)
+_tls = threading.local()  # .worker on rank threads, .hook_depth on driver threads
+
+
+# ---------------------------------------------------------------------------
+# SpawnException
+# ---------------------------------------------------------------------------
+class SpawnException(RuntimeError):
+    """Raised by spawn (or ProcessContext.join) when ranks or the drain failed.
+
+    ``errors`` maps each root-cause rank to the exception object it raised, in
+    the order the failures were recorded: the rank that failed first, then any
+    cancelled rank whose cancellation turned into a different error. The
+    message is the reference's: ``spawn failed on ranks [1, 3]: rank 1 raised
+    ValueError('x')`` (sorted ranks, first recorded rank named).
+
+    When the engine's wait failed inside a drain, ``drain_error`` is that
+    exception, ``drain_handle`` the handle and ``drain_phase`` "pending worker
+    wait" or "pending collective"; the message names it (the reference only
+    says ``spawn failed on ranks []``).
+    """
+
+    def __init__(
+        self,
+        errors: dict[int, BaseException],
+        drain_error: BaseException | None = None,
+        drain_handle: Any = None,
+        drain_phase: str | None = None,
+    ):
+        self.errors = errors
+        self.drain_error = drain_error
+        self.drain_handle = drain_handle
+        self.drain_phase = drain_phase
+        first = next(iter(errors.items()), None)
+        drain = ""
+        if drain_error is not None:
+            drain = (
+                f": drain failed: engine wait for handle {drain_handle!r} "
+                f"({drain_phase}) raised {drain_error!r}"
+            )
+        msg = f"spawn failed on ranks {sorted(errors.keys())}" + drain
+        if first is not None:
+            msg += ("; " if drain else ": ") + f"rank {first[0]} raised {first[1]!r}"
+        super().__init__(msg)
+
+
+class RankFailure(Exception):
+    """Stands in errors[] for a failure the library recorded without a Python
+    exception (not expected from Python rank code)."""
+
+    def __init__(self, code: int, message: str):
+        self.code = code
+        super().__init__(message)
+
+
+# ---------------------------------------------------------------------------
+# where am I
+# ---------------------------------------------------------------------------
+class Worker:
+    """One rank of a spawn: what the reference's greenlet was for it.
+
+    The engine's bind step passes it to ``distributed._bind_rank(worker,
+    rank)``, and ``getcurrent()`` returns it on that rank's thread, so a
+    distributed layer that keyed its rank table by ``greenlet.getcurrent()``
+    works unchanged with ``kbthreads.getcurrent()``. ``bool(worker)`` is True
+    while the rank is started and not finished (like a greenlet's), ``dead``
+    once it finished (or was cancelled before it started).
+    """
+
+    __slots__ = ("rank", "started", "dead", "native_id", "__weakref__")
+
+    def __init__(self, rank: int):
+        self.rank = rank
+        self.started = False
+        self.dead = False
+        self.native_id: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"kb-rank-{self.rank}"
+
+    def __bool__(self) -> bool:
+        return self.started and not self.dead
+
+    def __repr__(self) -> str:
+        state = "dead" if self.dead else ("running" if self.started else "unstarted")
+        return f"<kbthreads.Worker rank={self.rank} {state}>"
+
+
+def getcurrent() -> Worker | None:
+    """The Worker of the calling rank thread, or None outside a rank."""
+    return getattr(_tls, "worker", None)
+
+
+def rank() -> int:
+    """This thread's rank, or -1 outside a rank."""
+    return lib.kb_rank()
+
+
+def world_size() -> int:
+    """The number of ranks of this rank's spawn, or 0 outside a rank."""
+    return lib.kb_world_size()
+
+
+def cancelled() -> bool:
+    """True once this rank has been cancelled."""
+    return bool(lib.kb_cancelled())
+
+
+def _suspension(rc: int, what: str) -> None:
+    if rc == 0:
+        return
+    if rc == _lib.KB_ECANCELED:
+        raise SystemExit
+    if rc == _lib.KB_EPERM:
+        raise RuntimeError(f"kbthreads.{what}() called outside a rank")
+    raise KbError(rc, what)
+
+
+def yield_() -> None:
+    """Give the baton to the next rank (a bare switch to the scheduler).
+    Raises SystemExit when this rank is being cancelled."""
+    _suspension(lib.kb_yield(), "yield_")
+
+
+def barrier() -> None:
+    """Wait until every not-finished rank of this spawn has arrived (kb_barrier).
+    Raises SystemExit when this rank is being cancelled."""
+    _suspension(lib.kb_barrier(), "barrier")
+
+
+def _hook_depth() -> int:
+    return getattr(_tls, "hook_depth", 0)
+
+
+class _InHook:
+    def __enter__(self):
+        _tls.hook_depth = _hook_depth() + 1
+
+    def __exit__(self, *exc):
+        _tls.hook_depth -= 1
+        return False
+
+
+_in_hook = _InHook()
+
+
+def _may_drive() -> bool:
+    """False on a rank thread or inside an engine hook, where freeing a
+    process context or destroying a ctx is not allowed."""
+    return lib.kb_rank() < 0 and _hook_depth() == 0
+
+
+# Frees that became due where they are not allowed (a __del__ run by the
+# garbage collector on a rank thread or inside a hook): done at the next
+# safe point.
+_deferred: list[Callable[[], None]] = []
+_deferred_lock = threading.Lock()
+
+
+def _defer(fn: Callable[[], None]) -> None:
+    with _deferred_lock:
+        _deferred.append(fn)
+
+
+def _run_deferred() -> None:
+    if not _deferred or not _may_drive():
+        return
+    with _deferred_lock:
+        todo = _deferred[:]
+        del _deferred[:]
+    for fn in todo:
+        fn()
+
+
+# ---------------------------------------------------------------------------
+# the queues and the completed set, as Python containers over the library
+# ---------------------------------------------------------------------------
+class _Unsupported:
+    def _refuse(self, *_a, **_k):
+        raise TypeError(
+            f"{type(self).__name__}: entries leave only through the library's drain "
+            "(or the failure path); they cannot be removed from Python"
+        )
+
+    clear = pop = remove = insert = discard = __delitem__ = __setitem__ = _refuse
+
+
+class PendingWaits(_Unsupported, collections.abc.Sequence):
+    """``ctx._pending_worker_waits``: the pending worker waits (FIFO), read
+    from the library each time. ``append(h)`` queues a wait without waiting
+    (kb_enqueue_wait); draining is the library's."""
+
+    def __init__(self, ctx: "Context"):
+        self._ctx = ctx
+
+    def _snapshot(self) -> list:
+        c = self._ctx
+        with c._guard():
+            n = lib.kb_pending_waits(c._ptr, None, 0)
+            if n == 0:
+                return []
+            arr = (_lib.kb_handle * n)()
+            n = min(n, lib.kb_pending_waits(c._ptr, arr, n))
+        return [c._handle(i) for i in arr[:n]]
+
+    def append(self, h) -> None:
+        c = self._ctx
+        i = c._id(h)
+        with c._guard():
+            rc = lib.kb_enqueue_wait(c._ptr, i)
+        if rc != 0:
+            raise KbError(rc, "kb_enqueue_wait")
+
+    def extend(self, hs) -> None:
+        for h in list(hs):
+            self.append(h)
+
+    def copy(self) -> list:
+        return self._snapshot()
+
+    def __len__(self) -> int:
+        return len(self._snapshot())
+
+    def __getitem__(self, i):
+        return self._snapshot()[i]
+
+    def __iter__(self):
+        return iter(self._snapshot())
+
+    def __eq__(self, other):
+        if isinstance(other, (list, tuple, collections.abc.Sequence)):
+            return self._snapshot() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._snapshot())
+
+
+class PendingCollectives(PendingWaits):
+    """The backend's ``_pending_collective_handles``: entries ``(h, sip_id,
+    meta)``, FIFO. ``append`` submits one (kb_collective_submit); drain phase
+    (b) completes it through ``ctx.wait(h, _meta=meta)``."""
+
+    def _snapshot(self) -> list:
+        c = self._ctx
+        return [(c._handle(e.handle), e.sip_id, c._metas.get(e.meta or 0)) for e in c._pending_collective_entries()]
+
+    def append(self, entry) -> None:
+        h, sip_id, meta = entry
+        c = self._ctx
+        i = c._id(h)
+        token = 0
+        if meta is not None:
+            token = next(c._meta_tokens)
+            c._metas[token] = meta
+        with c._guard():
+            rc = lib.kb_collective_submit(c._ptr, i, int(sip_id), token or None)
+        if rc != 0:
+            c._metas.pop(token, None)
+            raise KbError(rc, "kb_collective_submit")
+
+
+class CompletedSet(_Unsupported, collections.abc.Set):
+    """``ctx._completed``: the handles the library has completed. ``h in``
+    asks the library (kb_is_completed); ``add(h)`` completes one
+    (kb_complete); iteration lists every completed handle this context has
+    seen."""
+
+    def __init__(self, ctx: "Context"):
+        self._ctx = ctx
+
+    @classmethod
+    def _from_iterable(cls, it):
+        return set(it)
+
+    def __contains__(self, h) -> bool:
+        c = self._ctx
+        try:
+            i = c._h2id.get(h)
+        except TypeError:  # unhashable: cannot be a handle
+            return False
+        if i is None:
+            return False
+        with c._guard():
+            rc = lib.kb_is_completed(c._ptr, i)
+        if rc < 0:
+            raise KbError(rc, "kb_is_completed")
+        return rc == 1
+
+    def add(self, h) -> None:
+        c = self._ctx
+        i = c._id(h)
+        with c._guard():
+            rc = lib.kb_complete(c._ptr, i)
+        if rc != 0:
+            raise KbError(rc, "kb_complete")
+
+    def _snapshot(self) -> list:
+        c = self._ctx
+        out = []
+        with c._guard():
+            for i, h in list(c._id2h.items()):
+                rc = lib.kb_is_completed(c._ptr, i)
+                if rc < 0:
+                    raise KbError(rc, "kb_is_completed")
+                if rc == 1:
+                    out.append(h)
+        return out
+
+    def __iter__(self):
+        return iter(self._snapshot())
+
+    def __len__(self) -> int:
+        return len(self._snapshot())
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(repr(h) for h in self._snapshot()) + "}" if len(self) else "set()"
+
+
+def _name_python_thread(name: str):
+    """Let threading (and so logging's threadName) call a rank thread
+    kb-rank-N: the library made the thread, so threading only knows it as a
+    dummy thread, which it never forgets (_forget_python_thread does)."""
+    try:
+        t = threading.current_thread()
+        if isinstance(t, threading._DummyThread):
+            t.name = name
+            return t
+    except Exception:  # pragma: no cover - threading internals changed
+        pass
+    return None
+
+
+def _forget_python_thread(t) -> None:
+    if t is None:
+        return
+    try:
+        with threading._active_limbo_lock:
+            if threading._active.get(t.ident) is t:
+                del threading._active[t.ident]
+    except Exception:  # pragma: no cover - threading internals changed
+        pass
+
+
+# ---------------------------------------------------------------------------
+# a run: one spawn's state, from kb_start to the freed process context
+# ---------------------------------------------------------------------------
+_live_runs: "weakref.WeakSet[_Run]" = weakref.WeakSet()
+
+
+class _Run:
+    def __init__(self, ctx: "Context", fn: Callable, args: tuple, nprocs: int):
+        self.ctx = ctx
+        self.fn = fn
+        self.args = args
+        self.nprocs = nprocs
+        self.workers = [Worker(r) for r in range(nprocs)]
+        self.failures: dict[int, BaseException] = {}
+        self.bind_error: BaseException | None = None
+        self.raw_error: BaseException | None = None  # a BaseException from the abort hook
+        self.pc = c_void_p()
+        self.done = False  # finished or freed: no rank runs any more
+        self.outcome: BaseException | None = None  # what join raises once done
+        self.joining = False
+        self.entry = _lib.RANK_FN(self._entry)  # referenced until the pc is freed
+
+    # Runs on rank `r`'s thread, holding the baton (and, while in Python, the GIL).
+    def _entry(self, r: int, _arg) -> int:
+        try:
+            w = self.workers[r]
+            _tls.worker = w
+            w.started = True
+            w.native_id = threading.get_native_id()
+            pythread = _name_python_thread(w.name)
+            try:
+                self.fn(r, *self.args)
+                return 0
+            except Exception as e:
+                # a failure of this rank; also when a cancelled rank's cleanup
+                # raises instead of leaving with SystemExit (reference: the
+                # entry wrapper records every Exception)
+                self.failures[r] = e
+                return _RC_FAILED
+            except BaseException as e:
+                if lib.kb_cancelled():
+                    # the cancellation itself (SystemExit) or any other
+                    # BaseException while being cancelled: the reference's
+                    # cleanup loop swallows those, the rank is no error
+                    return 0
+                # SystemExit / KeyboardInterrupt / ... from a rank nobody
+                # cancelled: the reference lets it escape spawn raw; here it
+                # fails the spawn (siblings are cleaned up) and spawn re-raises it
+                self.failures[r] = e
+                return _RC_FAILED
+            finally:
+                w.dead = True
+                _tls.worker = None
+                _forget_python_thread(pythread)
+        except BaseException:  # pragma: no cover - nothing may escape into ctypes
+            return _RC_FAILED
+
+    def free(self) -> None:
+        """kb_process_context_free: cancel live ranks in rank order (their
+        cleanup runs), engine abort, clear both queues, join the threads."""
+        with self.ctx._guard(blocking=True):
+            if self.pc:
+                pc, self.pc = self.pc, c_void_p()
+                lib.kb_process_context_free(pc)
+            self._finish()
+
+    def cancel(self) -> None:
+        """free() a spawn that may still be live; a later join raises."""
+        if self.done:
+            return
+        self.free()
+        self.outcome = RuntimeError("kbthreads: this spawn was closed before it finished")
+
+    def _finish(self) -> None:
+        self.done = True
+        for w in self.workers:
+            w.dead = True
+        _live_runs.discard(self)
+        ctx = self.ctx
+        if ctx._run is self:
+            ctx._run = None
+            ctx._prune_metas()
+            ctx._stash.clear()
+
+    def join_slices(self, timeout: float | None) -> bool:
+        """Drive rounds until done (True) or the timeout passed (False).
+        Raises SpawnException (or a raw BaseException) on failure."""
+        if self.done:
+            if self.outcome is not None:
+                raise self.outcome
+            return True
+        if self.joining:
+            raise RuntimeError("kbthreads: this spawn is being joined by another thread")
+        _run_deferred()
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        with self.ctx._guard():
+            return self._join_locked(deadline)
+
+    def _join_locked(self, deadline: float | None) -> bool:
+        self.joining = True
+        try:
+            while True:
+                if deadline is None:
+                    ms = _JOIN_SLICE_MS
+                else:
+                    ms = int(max(0.0, min(deadline - time.monotonic(), _JOIN_SLICE_MS / 1000)) * 1000)
+                err = c_void_p()
+                rc = lib.kb_join(self.pc, ms, byref(err))
+                if rc == 1:
+                    self.free()
+                    break
+                if rc == _lib.KB_ESPAWN:
+                    try:
+                        exc, cause = self.ctx._spawn_error(self, err)
+                    finally:
+                        lib.kb_spawn_error_free(err)
+                        self.free()
+                    if self.raw_error is not None:  # from the barrier reset
+                        exc, cause = self.raw_error, None
+                    self.outcome = exc
+                    if cause is None:
+                        raise exc
+                    raise exc from cause
+                if rc != 0:
+                    raise KbError(rc, "kb_join")
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+        finally:
+            self.joining = False
+        if self.raw_error is not None:
+            self.outcome = self.raw_error
+            raise self.raw_error
+        return True
+
+
+class ProcessContext:
+    """What ``spawn(..., join=False)`` returns: the ranks exist and are bound
+    but have not run. ``join()`` drives them (on the calling thread).
+
+    Close it (``close()``, a ``with`` block, or by dropping it) to cancel the
+    ranks that have not finished: each leaves at its suspension point with
+    SystemExit, in rank order, then the barrier reset runs and both queues
+    are cleared, as after a failure.
+    """
+
+    def __init__(self, run: _Run):
+        self._run = run
+
+    @property
+    def workers(self) -> list[Worker]:
+        return list(self._run.workers)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Run rounds until every rank finished (True) or ``timeout`` seconds
+        passed at the end of a round, after its drain (False; at least one
+        round per call). Raises SpawnException when ranks or the drain failed;
+        once finished it returns True again (or raises the same exception)."""
+        run = self._run
+        if not _may_drive():
+            raise KbError(_lib.KB_EPERM if lib.kb_rank() >= 0 else _lib.KB_EBUSY, "join")
+        return run.join_slices(timeout)
+
+    def close(self) -> None:
+        """Cancel every rank that has not finished and free the spawn."""
+        run = self._run
+        if run.done:
+            return
+        if run.joining:
+            raise RuntimeError("kbthreads: cannot close a spawn while another thread joins it")
+        if not _may_drive():
+            raise KbError(_lib.KB_EPERM if lib.kb_rank() >= 0 else _lib.KB_EBUSY, "close")
+        run.cancel()
+        if run.raw_error is not None:  # e.g. KeyboardInterrupt in the barrier reset
+            raise run.raw_error
+
+    def __enter__(self) -> "ProcessContext":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    def __del__(self):
+        run = getattr(self, "_run", None)
+        if run is None or run.done or run.joining:
+            return
+        if _may_drive():
+            run.cancel()
+        else:
+            _defer(run.cancel)
+
+    def __repr__(self) -> str:
+        state = "done" if self._run.done else "live"
+        return f"<kbthreads.ProcessContext nprocs={self._run.nprocs} {state}>"
+
+
+class _Guard:
+    """`with ctx._guard():` around driver-side library calls (see Context._lock).
+    A rank or an engine hook passes through (it holds the baton); another
+    thread finds the context busy: KbError(EBUSY), as the library says."""
+
+    __slots__ = ("ctx", "blocking", "held")
+
+    def __init__(self, ctx: "Context", blocking: bool):
+        self.ctx = ctx
+        self.blocking = blocking
+        self.held = False
+
+    def __enter__(self) -> None:
+        if getattr(_tls, "worker", None) is not None or _hook_depth() > 0:
+            return
+        if not self.ctx._lock.acquire(self.blocking):
+            raise KbError(_lib.KB_EBUSY, "the context is in use by another thread")
+        self.held = True
+
+    def __exit__(self, *exc) -> bool:
+        if self.held:
+            self.held = False
+            self.ctx._lock.release()
+        return False
+
+
+# ---------------------------------------------------------------------------
+# Context
+# ---------------------------------------------------------------------------
+class Context:
+    """A runtime context over a kb_ctx: the pieces of the reference's
+    RuntimeContext that its spawn module touches.
+
+    - ``engine``: any object; ``engine.wait(h)`` (if present) is called by the
+      drain for every pending worker wait not yet completed, and by a
+      driver-side ``ctx.wait(h)``.
+    - ``distributed``: optional; ``distributed._bind_rank(worker, rank)`` is
+      called for every rank before any runs, and
+      ``distributed._backend._barrier.reset()`` once per failure, with both
+      queues still full. Assigning it replaces
+      ``distributed._backend._pending_collective_handles`` by this context's
+      queue (its entries move over).
+    - ``wait(h)``: in a rank, return at once if h is completed (the fast path,
+      no switch), else queue h and yield until a drain completed it; on the
+      driver side, call the engine and mark h completed.
+    - ``yield_()``, ``barrier()``: the other suspension points.
+    - ``_pending_worker_waits``, ``_completed``, ``pending_collectives``:
+      the queues and the completed set, as Python containers.
+    - ``multiprocessing.spawn(fn, args=(), nprocs=1, join=True)``.
+
+    Subclass it to add your own state; call ``Context.__init__``.
+    """
+
+    def __init__(self, engine: Any = None, distributed: Any = None, *, stack_size: int = 0):
+        self._ptr = c_void_p()
+        self._h2id: dict = {}
+        self._id2h: dict = {}
+        self._ids = itertools.count(1)
+        self._id_lock = threading.Lock()
+        self._metas: dict = {}
+        self._meta_tokens = itertools.count(1)
+        self._stash: dict = {}
+        self._codes = itertools.count(1)
+        self._run: _Run | None = None
+        self._starting: _Run | None = None
+        # Held by the thread driving a spawn (for the whole of a join=True
+        # spawn, or one join() call) and by driver-side calls, so that a
+        # spawn's ctx stays busy to other threads between two kb_join slices,
+        # as it is during one kb_spawn call. Ranks and engine hooks, which
+        # hold the baton, do not take it.
+        self._lock = threading.RLock()
+        self._suppress_abort = False
+        self._stack_size = int(stack_size)
+        self.__waits = PendingWaits(self)
+        self.__colls = PendingCollectives(self)
+        self.__completed = CompletedSet(self)
+        self.engine = engine
+        self._hooks = (
+            _lib.WAIT_HOOK(self._wait_hook),
+            _lib.BIND_HOOK(self._bind_hook),
+            _lib.ABORT_HOOK(self._abort_hook),
+        )
+        eng = _lib.Engine(None, *self._hooks)
+        rc = lib.kb_ctx_create(byref(eng), byref(self._ptr))
+        if rc != 0:
+            raise KbError(rc, "kb_ctx_create")
+        self._distributed = None
+        self.distributed = distributed
+        self.multiprocessing = MultiprocessingNamespace(self)
+
+    def _guard(self, blocking: bool = False) -> "_Guard":
+        return _Guard(self, blocking)
+
+    # ---- handles ---------------------------------------------------------------
+    def _id(self, h) -> int:
+        try:
+            return self._h2id[h]
+        except KeyError:
+            with self._id_lock:
+                i = self._h2id.get(h)
+                if i is None:
+                    i = next(self._ids)
+                    self._id2h[i] = h
+                    self._h2id[h] = i
+                return i
+
+    def _handle(self, i: int):
+        return self._id2h.get(i, i)
+
+    def _prune_metas(self) -> None:
+        live = {e.meta for e in self._pending_collective_entries()}
+        for t in [t for t in self._metas if t not in live]:
+            del self._metas[t]
+
+    def _pending_collective_entries(self) -> list:
+        with self._guard():
+            n = lib.kb_pending_collectives(self._ptr, None, 0)
+            if n == 0:
+                return []
+            arr = (_lib.Collective * n)()
+            n = min(n, lib.kb_pending_collectives(self._ptr, arr, n))
+        return list(arr[:n])
+
+    # ---- the context pieces ----------------------------------------------------
+    @property
+    def _pending_worker_waits(self) -> PendingWaits:
+        return self.__waits
+
+    @property
+    def _completed(self) -> CompletedSet:
+        return self.__completed
+
+    @property
+    def pending_collectives(self) -> PendingCollectives:
+        return self.__colls
+
+    @property
+    def distributed(self):
+        return self._distributed
+
+    @distributed.setter
+    def distributed(self, d) -> None:
+        self._distributed = d
+        self._adopt_backend()
+
+    def _adopt_backend(self) -> None:
+        backend = getattr(self._distributed, "_backend", None)
+        if backend is None:
+            return
+        cur = getattr(backend, "_pending_collective_handles", None)
+        if cur is self.__colls:
+            return
+        for entry in list(cur or ()):
+            self.__colls.append(entry)
+        setattr(backend, "_pending_collective_handles", self.__colls)
+
+    def wait(self, h, _meta=None) -> None:
+        """Wait until h is completed (see the class doc). In a rank raises
+        SystemExit when the rank is being cancelled; on the driver side
+        raises what the engine's wait raised. ``_meta`` is what the drain
+        passes for a collective (as the reference's drain does); the binding
+        itself does not use it."""
+        i = self._id(h)
+        with self._guard():
+            # The reference's fast path, checked here first: a completed
+            # handle returns at once, also in the cleanup of a cancelled rank
+            # (where kb_wait itself answers KB_ECANCELED before looking at h).
+            if lib.kb_is_completed(self._ptr, i) == 1:
+                return
+            rc = lib.kb_wait(self._ptr, i)
+        if rc == 0:
+            return
+        self._raise(rc, "wait")
+
+    def yield_(self) -> None:
+        """Worker-side bare yield (see kbthreads.yield_)."""
+        yield_()
+
+    def barrier(self) -> None:
+        """See kbthreads.barrier."""
+        barrier()
+
+    def _raise(self, rc: int, what: str):
+        if rc == _lib.KB_ECANCELED:
+            raise SystemExit
+        if rc > 0:
+            stashed = self._stash.pop(rc, None)
+            if stashed is not None:
+                raise stashed[0]
+        raise KbError(rc, what)
+
+    # ---- engine hooks (driver thread, holding the baton) ---------------------
+    def _stash_exc(self, e: BaseException, h, origin: int) -> int:
+        code = next(self._codes) % (1 << 30) or next(self._codes)
+        self._stash[code] = (e, h, origin)
+        return code
+
+    def _wait_hook(self, _self, hid: int, meta, origin: int) -> int:
+        h = self._handle(hid)
+        try:
+            with _in_hook:
+                if origin == _lib.KB_WAIT_COLLECTIVE:
+                    # drain phase (b): the reference calls ctx.wait(h, _meta=meta)
+                    self.wait(h, _meta=self._metas.get(meta or 0))
+                else:
+                    wait_fn = getattr(self.engine, "wait", None)
+                    if wait_fn is not None:
+                        wait_fn(h)
+            return 0
+        except BaseException as e:
+            return self._stash_exc(e, h, origin)
+
+    def _bind_hook(self, _self, _ctx, r: int) -> None:
+        try:
+            with _in_hook:
+                run = self._starting
+                if run is None or run.bind_error is not None:
+                    return
+                dist = self.distributed
+                if dist is not None and hasattr(dist, "_bind_rank"):
+                    try:
+                        dist._bind_rank(run.workers[r], r)
+                    except BaseException as e:
+                        run.bind_error = e  # later ranks are not bound (the reference stops)
+        except BaseException:  # pragma: no cover
+            pass
+
+    def _abort_hook(self, _self, _ctx) -> None:
+        try:
+            with _in_hook:
+                if self._suppress_abort:
+                    return
+                backend = getattr(self.distributed, "_backend", None)
+                if backend is not None:
+                    if hasattr(backend, "_barrier") and hasattr(backend._barrier, "reset"):
+                        try:
+                            backend._barrier.reset()
+                        except Exception:
+                            pass
+                        except BaseException as e:
+                            run = self._run
+                            if run is not None and run.raw_error is None:
+                                run.raw_error = e
+        except BaseException:  # pragma: no cover
+            pass
+
+    # ---- spawning ----------------------------------------------------------------
+    def _start(self, fn: Callable, args: tuple, nprocs: int) -> _Run:
+        if not callable(fn):
+            raise TypeError("spawn: fn must be callable")
+        nprocs = int(nprocs)
+        if nprocs < 0:
+            raise ValueError("spawn: nprocs must be >= 0")
+        if lib.kb_rank() >= 0:
+            raise KbError(_lib.KB_EPERM, "spawn (called from a rank)")
+        if _hook_depth() > 0:
+            raise KbError(_lib.KB_EBUSY, "spawn (called from an engine hook)")
+        _run_deferred()
+        with self._guard():
+            if self._run is not None and not self._run.done:
+                raise KbError(_lib.KB_EBUSY, "spawn (a spawn started with join=False is still live)")
+            self._adopt_backend()
+            run = _Run(self, fn, tuple(args), nprocs)
+            opts = _lib.SpawnOpts(stack_size=self._stack_size, cancel_mode=_lib.KB_CANCEL_RETURN)
+            self._starting = run
+            try:
+                rc = lib.kb_start(self._ptr, run.entry, None, nprocs, byref(opts), byref(run.pc))
+            finally:
+                self._starting = None
+            if rc != 0:
+                raise KbError(rc, "spawn")
+            self._run = run
+            _live_runs.add(run)
+        if run.bind_error is not None:
+            # The reference raises out of spawn at the failing bind: no rank
+            # ran, no reset, the queues untouched. Freeing the process
+            # context cancels the unstarted ranks, aborts and clears the
+            # queues, so the abort hook is muted and the queues restored.
+            with self._guard():
+                waits = list(self._pending_worker_waits)
+                colls = self._pending_collective_entries()
+                self._suppress_abort = True
+                try:
+                    run.free()
+                finally:
+                    self._suppress_abort = False
+                for h in waits:
+                    lib.kb_enqueue_wait(self._ptr, self._id(h))
+                for e in colls:
+                    lib.kb_collective_submit(self._ptr, e.handle, e.sip_id, e.meta)
+            raise run.bind_error
+        return run
+
+    def _spawn_error(self, run: _Run, err: c_void_p):
+        """The exception a failed spawn raises, and its __cause__."""
+        recorded = []
+        for i in range(lib.kb_spawn_error_count(err)):
+            e = lib.kb_spawn_error_get(err, i).contents
+            exc = run.failures.get(e.rank)
+            if exc is None:
+                exc = RankFailure(e.code, (e.message or b"").decode("utf-8", "replace"))
+            recorded.append((e.rank, exc))
+        drain_exc = drain_h = drain_phase = None
+        code = lib.kb_spawn_error_drain_code(err)
+        if code != 0:
+            stashed = self._stash.pop(code, None)
+            if stashed is not None:
+                drain_exc, drain_h, origin = stashed
+            else:  # pragma: no cover - only our hook returns nonzero
+                drain_exc, drain_h, origin = KbError(code), self._handle(lib.kb_spawn_error_drain_handle(err)), -1
+            drain_phase = "pending collective" if origin == _lib.KB_WAIT_COLLECTIVE else "pending worker wait"
+        first = drain_exc if drain_exc is not None else (recorded[0][1] if recorded else None)
+        if first is not None and not isinstance(first, Exception):
+            # KeyboardInterrupt, SystemExit (not a cancellation), ...: the
+            # reference lets these escape spawn as they are
+            return first, None
+        errors = {r: e for r, e in recorded}
+        exc = SpawnException(errors, drain_exc, drain_h, drain_phase)
+        return exc, first
+
+    def spawn(self, fn: Callable, args: tuple = (), nprocs: int = 1, join: bool = True):
+        """See MultiprocessingNamespace.spawn."""
+        if not join:
+            return ProcessContext(self._start(fn, args, nprocs))
+        with self._guard():  # busy to other threads for the whole spawn, like kb_spawn
+            run = self._start(fn, args, nprocs)
+            try:
+                run.join_slices(None)
+            finally:
+                if not run.done:  # e.g. KeyboardInterrupt between two slices
+                    run.free()
+        _run_deferred()
+        return None
+
+    # ---- teardown ------------------------------------------------------------------
+    def close(self) -> None:
+        """Cancel a live spawn (if any) and destroy the kb_ctx, which ends the
+        rank threads it keeps parked for its next spawn. Idempotent; also done
+        when the context is garbage-collected."""
+        if not self._ptr:
+            return
+        if not _may_drive():
+            raise KbError(_lib.KB_EPERM if lib.kb_rank() >= 0 else _lib.KB_EBUSY, "close")
+        with self._guard(blocking=True):
+            if self._run is not None and not self._run.done:
+                self._run.cancel()
+            ptr, self._ptr = self._ptr, c_void_p()
+            rc = lib.kb_ctx_destroy(ptr)
+            if rc != 0:
+                self._ptr = ptr
+                raise KbError(rc, "kb_ctx_destroy")
+
+    def __del__(self):
+        if not getattr(self, "_ptr", None):
+            return
+        run = self._run
+        if run is not None and run.joining:
+            return  # cannot happen: the joining thread holds a reference
+        if _may_drive():
+            try:
+                self.close()
+            except Exception:
+                pass
+        else:
+            hooks = self._hooks  # keep the callbacks alive until then
+            ptr, self._ptr = self._ptr, c_void_p()
+
+            def later(run=run, ptr=ptr, hooks=hooks):
+                if run is not None:
+                    run.cancel()
+                lib.kb_ctx_destroy(ptr)
+
+            _defer(later)
+
+
+class MultiprocessingNamespace:
+    """``torch.multiprocessing.spawn``-compatible namespace bound to a Context
+    (the reference's ``_MultiprocessingNamespace``; attached as
+    ``ctx.multiprocessing``)."""
+
+    def __init__(self, ctx: Context) -> None:
+        if not isinstance(ctx, Context):
+            raise TypeError("kbthreads: the spawn namespace needs a kbthreads.Context")
+        self._ctx = ctx
+
+    def spawn(self, fn: Callable, args: tuple = (), nprocs: int = 1, join: bool = True):
+        """Run ``fn(rank, *args)`` for ranks 0..nprocs-1, each on its own thread,
+        one at a time in round-robin order, draining the pending queues after
+        every round.
+
+        join=True: returns None once every rank finished; raises
+        SpawnException when ranks or the drain failed (siblings cancelled with
+        SystemExit at their suspension points, in rank order; barrier reset;
+        queues cleared). join=False: returns a ProcessContext whose
+        ``join(timeout=None) -> bool`` drives the ranks.
+        """
+        return self._ctx.spawn(fn, args, nprocs, join)
+
+
+_default: Context | None = None
+_default_lock = threading.Lock()
+
+
+def default_context() -> Context:
+    """The module-level context used by kbthreads.spawn (no engine, no
+    distributed layer: every wait completes at the next drain)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Context()
+        return _default
+
+
+def spawn(fn: Callable, args: tuple = (), nprocs: int = 1, join: bool = True):
+    """``default_context().multiprocessing.spawn(fn, args, nprocs, join)``."""
+    return default_context().spawn(fn, args, nprocs, join)
+
+
+@atexit.register
+def _at_exit() -> None:
+    # Spawns left live (join=False, never joined or closed): cancel their
+    # ranks now, while the interpreter can still run their cleanup.
+    if not _may_drive():  # pragma: no cover
+        return
+    _run_deferred()
+    for run in list(_live_runs):
+        if not run.done and not run.joining:
+            try:
+                run.cancel()
+            except Exception:  # pragma: no cover
+                pass

@@ -1,0 +1,643 @@
+"""The binding's own API: loading, the C declarations, handles, the queue and
+completed-set containers, errors, join=False, threads, the GIL, Ctrl-C."""
+import ctypes
+import gc
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+import kbfake
+import kbthreads
+from kbthreads import _lib
+
+HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "include", "kbthreads.h")
+
+
+def tids(workers):
+    return [w.native_id for w in workers]
+
+
+alive = kbfake.alive
+
+
+# ---------------------------------------------------------------------------
+# loading and the C declarations
+# ---------------------------------------------------------------------------
+def test_library_from_environment():
+    lib = _lib.lib
+    assert type(lib) is ctypes.CDLL  # not PyDLL: every call releases the GIL
+    if os.environ.get("KBTHREADS_LIBRARY"):
+        assert lib._name == os.environ["KBTHREADS_LIBRARY"]
+    assert kbthreads.__version__ == kbthreads.version()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", kbthreads.version())
+
+
+def _header_struct(text, name):
+    m = re.search(r"typedef struct %s \{(.*?)\} %s;" % (name, name), text, re.S)
+    assert m, name
+    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+    fields = []
+    for decl in body.split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        fp = re.search(r"\(\*\s*(\w+)\)", decl)
+        fields.append(fp.group(1) if fp else re.findall(r"\w+", decl)[-1])
+    return fields
+
+
+@pytest.mark.skipif(not os.path.exists(HEADER), reason="include/kbthreads.h not beside this package")
+def test_ctypes_declarations_match_the_header():
+    text = open(HEADER).read()
+    assert [f for f, *_ in _lib.Engine._fields_] == _header_struct(text, "kb_engine")
+    assert [f for f, *_ in _lib.Collective._fields_] == _header_struct(text, "kb_collective")
+    assert [f for f, *_ in _lib.RankError._fields_] == _header_struct(text, "kb_rank_error")
+    opts = _header_struct(text, "kb_spawn_opts")
+    assert opts[:2] == ["stack_size", "cancel_mode"]
+    # every later field (each at most 8 bytes) lies in the zeroed tail
+    assert 16 + 8 * (len(opts) - 2) <= ctypes.sizeof(_lib.SpawnOpts)
+    for name, value in [("KB_ESPAWN", -10000), ("KB_EEXITED", -10001)]:
+        assert re.search(r"#define %s[\s\\]*\(%d\)" % (name, value), text), name
+    for name, value in [
+        ("KB_WAIT_QUEUED", 0), ("KB_WAIT_COLLECTIVE", 1), ("KB_WAIT_DRIVER", 2),
+        ("KB_CANCEL_UNWIND", 0), ("KB_CANCEL_RETURN", 1),
+    ]:
+        assert re.search(r"\b%s = %d\b" % (name, value), text), name
+        assert getattr(_lib, name) == value
+    assert "#define KB_ECANCELED (-ECANCELED)" in text
+    sigs = {
+        "kb_wait": "int kb_wait(kb_ctx *ctx, kb_handle h);",
+        "kb_yield": "int kb_yield(void);",
+        "kb_join": "int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err);",
+        "kb_rank_fn": "typedef int (*kb_rank_fn)(int rank, void *arg);",
+    }
+    for sig in sigs.values():
+        assert sig in text, sig
+
+
+# ---------------------------------------------------------------------------
+# spawn basics, threads, where am I
+# ---------------------------------------------------------------------------
+def test_module_level_spawn_runs_every_rank_in_round_robin_order():
+    out = []
+
+    def fn(r, steps, tag):
+        for i in range(steps):
+            out.append((tag, r, i))
+            kbthreads.yield_()
+
+    assert kbthreads.spawn(fn, args=(2, "t"), nprocs=3) is None
+    assert out == [("t", r, i) for i in range(2) for r in range(3)]
+    assert kbthreads.spawn(fn, (1, "u")) is None  # nprocs defaults to 1
+    assert out[-1] == ("u", 0, 0)
+
+
+def test_every_rank_is_its_own_thread_named_kb_rank_n():
+    seen, names = {}, {}
+
+    def fn(r):
+        w = kbthreads.getcurrent()
+        tid = threading.get_native_id()
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            comm = f.read().strip()
+        names[r] = threading.current_thread().name  # also logging's threadName
+        seen[r] = (tid, comm, w.rank, w.name, bool(w), kbthreads.rank(), kbthreads.world_size())
+        kbthreads.yield_()
+
+    ctx = kbthreads.Context()
+    ctx.multiprocessing.spawn(fn, nprocs=4)
+    first = {r: v[0] for r, v in seen.items()}
+    assert len(set(first.values()) | {threading.get_native_id()}) == 5
+    assert [names[r] for r in range(4)] == [f"kb-rank-{r}" for r in range(4)]
+    assert not [t for t in threading.enumerate() if t.name.startswith("kb-rank-")]
+    for r, (tid, comm, wr, name, running, kr, ws) in seen.items():
+        assert (comm, wr, name, running, kr, ws) == (f"kb-rank-{r}", r, f"kb-rank-{r}", True, r, 4)
+    assert kbthreads.getcurrent() is None and kbthreads.rank() == -1 and kbthreads.world_size() == 0
+    # the context keeps the finished ranks' threads parked for its next spawn
+    # (rank i on the thread named kb-rank-i) and ends them when destroyed
+    ctx.multiprocessing.spawn(fn, nprocs=4)
+    assert {r: v[0] for r, v in seen.items()} == first
+    ctx.close()
+    assert alive(first.values()) == []
+
+
+def test_workers_are_what_bind_rank_gets():
+    class Dist:
+        def __init__(self):
+            self.bound = []
+
+        def _bind_rank(self, g, r):
+            assert kbthreads.getcurrent() is None  # the driver binds
+            self.bound.append((g, r, g.started))
+
+    ctx = kbthreads.Context(distributed=Dist())
+    mine = {}
+    ctx.multiprocessing.spawn(lambda r: mine.__setitem__(r, kbthreads.getcurrent()), nprocs=3)
+    assert [(r, started) for _, r, started in ctx.distributed.bound] == [(0, False), (1, False), (2, False)]
+    for g, r, _ in ctx.distributed.bound:
+        assert mine[r] is g and g.dead and not g and g.native_id
+    ctx.close()
+
+
+def test_nprocs_zero_and_negative():
+    assert kbthreads.spawn(lambda r: None, nprocs=0) is None
+    with pytest.raises(ValueError):
+        kbthreads.spawn(lambda r: None, nprocs=-1)
+    with pytest.raises(TypeError):
+        kbthreads.spawn(None, nprocs=1)
+
+
+def test_calls_in_the_wrong_place():
+    with pytest.raises(RuntimeError, match="outside a rank"):
+        kbthreads.yield_()
+    with pytest.raises(RuntimeError, match="outside a rank"):
+        kbthreads.barrier()
+    errors = []
+
+    def fn(r):
+        try:
+            kbthreads.spawn(lambda r: None)
+        except kbthreads.KbError as e:
+            errors.append(e.code)
+
+    kbthreads.spawn(fn)
+    assert errors == [_lib.KB_EPERM]
+
+    class Engine:
+        def wait(self, h):
+            try:
+                ctx.multiprocessing.spawn(lambda r: None)
+            except kbthreads.KbError as e:
+                errors.append(e.code)
+
+    ctx = kbthreads.Context(Engine())
+    ctx.wait("x")
+    assert errors == [_lib.KB_EPERM, _lib.KB_EBUSY]
+    ctx.close()
+
+
+def test_stack_size():
+    with pytest.raises(kbthreads.KbError) as ei:
+        kbthreads.Context(stack_size=1024).multiprocessing.spawn(lambda r: None)
+    assert ei.value.code == _lib.KB_EINVAL
+
+    def deep(n):
+        return 0 if n == 0 else 1 + deep(n - 1)
+
+    out = []
+    ctx = kbthreads.Context(stack_size=1 << 20)
+    ctx.multiprocessing.spawn(lambda r: out.append(deep(500)))
+    assert out == [500]
+    ctx.close()
+
+
+# ---------------------------------------------------------------------------
+# failure: the exception objects, the message, cleanup, no noise
+# ---------------------------------------------------------------------------
+def test_spawn_exception_holds_the_original_objects(capfd):
+    raised = {}
+
+    def fn(r):
+        try:
+            kbthreads.yield_()
+            if r == 1:
+                raised[1] = ValueError("x")
+                raise raised[1]
+            kbthreads.yield_()
+        finally:
+            if r == 3:
+                raised[3] = RuntimeError("cleanup")
+                raise raised[3]
+
+    with pytest.raises(kbthreads.SpawnException) as ei:
+        kbthreads.spawn(fn, nprocs=4)
+    e = ei.value
+    assert isinstance(e, RuntimeError)
+    assert str(e) == "spawn failed on ranks [1, 3]: rank 1 raised ValueError('x')"
+    assert list(e.errors) == [1, 3]
+    assert e.errors[1] is raised[1] and e.errors[3] is raised[3]
+    assert e.__cause__ is raised[1]
+    assert e.drain_error is None
+    out, err = capfd.readouterr()
+    assert err == ""  # nothing escaped into ctypes ("Exception ignored in ...")
+
+
+def test_spawn_exception_message_format():
+    S = kbthreads.SpawnException
+    assert str(S({})) == "spawn failed on ranks []"
+    assert str(S({3: KeyError("k"), 1: ValueError("v")})) == "spawn failed on ranks [1, 3]: rank 3 raised KeyError('k')"
+    from kbthreads.multiprocessing import SpawnException, _MultiprocessingNamespace
+
+    assert SpawnException is S and _MultiprocessingNamespace is kbthreads.MultiprocessingNamespace
+
+
+def test_drain_failure_names_handle_phase_and_exception():
+    class Engine:
+        def wait(self, h):
+            if h == ("h", 2):
+                raise self.exc
+
+    eng = Engine()
+    eng.exc = OSError(5, "io")
+    ctx = kbthreads.Context(eng)
+    with pytest.raises(kbthreads.SpawnException) as ei:
+        ctx.multiprocessing.spawn(lambda r: ctx.wait(("h", r)), nprocs=3)
+    e = ei.value
+    assert e.errors == {} and e.drain_error is eng.exc and e.__cause__ is eng.exc
+    assert e.drain_handle == ("h", 2) and e.drain_phase == "pending worker wait"
+    assert str(e) == (
+        "spawn failed on ranks []: drain failed: engine wait for handle ('h', 2) "
+        "(pending worker wait) raised OSError(5, 'io')"
+    )
+    assert ("h", 0) in ctx._completed and ("h", 2) not in ctx._completed
+    ctx.close()
+
+
+def test_driver_side_wait_raises_the_engine_exception():
+    boom = LookupError("nope")
+
+    class Engine:
+        calls = []
+
+        def wait(self, h):
+            self.calls.append(h)
+            if h == "bad":
+                raise boom
+
+    ctx = kbthreads.Context(Engine())
+    with pytest.raises(LookupError) as ei:
+        ctx.wait("bad")
+    assert ei.value is boom and "bad" not in ctx._completed
+    ctx.wait("good")
+    ctx.wait("good")  # the fast path: the engine is not called again
+    assert Engine.calls == ["bad", "good"] and "good" in ctx._completed
+    ctx.close()
+
+
+def test_context_reusable_after_failure():
+    ctx = kbthreads.Context()
+    with pytest.raises(kbthreads.SpawnException):
+        ctx.multiprocessing.spawn(lambda r: 1 / 0, nprocs=2)
+    out = []
+    ctx.multiprocessing.spawn(lambda r: out.append(r), nprocs=2)
+    assert out == [0, 1]
+    ctx.close()
+    ctx.close()  # idempotent
+
+
+# ---------------------------------------------------------------------------
+# handles, the queues and the completed set
+# ---------------------------------------------------------------------------
+def test_handles_are_any_hashable_object():
+    ctx = kbthreads.Context()
+    hs = [("coll", "g01"), 7, "s", frozenset({1, 2}), None, (1, ("nested", 2.5))]
+    for h in hs:
+        ctx.wait(h)
+    assert set(ctx._completed) == set(hs)
+    assert 1.0 not in ctx._completed and 7.0 in ctx._completed  # set semantics: 7 == 7.0
+    assert ["unhashable"] not in ctx._completed
+    with pytest.raises(TypeError):
+        ctx.wait(["unhashable"])
+    ids = list(ctx._h2id.values())
+    assert len(set(ids)) == len(hs) and 0 not in ids and 2**64 - 1 not in ids and min(ids) >= 1
+    ctx.close()
+
+
+def test_pending_containers():
+    ctx = kbthreads.Context()
+    w = ctx._pending_worker_waits
+    assert w == [] and not w and len(w) == 0
+    w.append(("a", 1))
+    w.extend([("b", 2), ("a", 1)])
+    assert w == [("a", 1), ("b", 2), ("a", 1)] and w[1] == ("b", 2) and ("b", 2) in w
+    assert repr(w) == "[('a', 1), ('b', 2), ('a', 1)]" and w.copy() == list(w)
+    for refused in (w.clear, w.pop, lambda: w.remove(("a", 1))):
+        with pytest.raises(TypeError, match="cannot be removed"):
+            refused()
+    c = ctx.pending_collectives
+    meta = {"op": "sum"}
+    c.append((("coll", "x"), 3, meta))
+    c.append((("coll", "y"), 4, None))
+    assert c == [(("coll", "x"), 3, meta), (("coll", "y"), 4, None)] and c[0][2] is meta
+    done = ctx._completed
+    assert done == set() and repr(done) == "set()"
+    done.add("z")
+    assert "z" in done and done == {"z"} and (done | {"q"}) == {"z", "q"}
+    with pytest.raises(TypeError):
+        done.discard("z")
+    seen = []
+
+    def fn(r):
+        seen.append((list(ctx._pending_worker_waits), list(ctx.pending_collectives)))
+
+    ctx.multiprocessing.spawn(fn)  # the ranks see the queues; the drain empties them
+    assert seen == [([("a", 1), ("b", 2), ("a", 1)], [(("coll", "x"), 3, meta), (("coll", "y"), 4, None)])]
+    assert w == [] and c == [] and set(done) == {"z", ("a", 1), ("b", 2), ("coll", "x"), ("coll", "y")}
+    assert ctx._metas == {}  # metas are dropped once their entries left the queue
+    ctx.close()
+
+
+def test_backend_queue_is_adopted():
+    class Backend:
+        def __init__(self):
+            self._pending_collective_handles = [(("coll", "early"), 0, "m")]
+
+    class Dist:
+        def __init__(self):
+            self._backend = Backend()
+
+    ctx = kbthreads.Context(distributed=Dist())
+    be = ctx.distributed._backend
+    assert be._pending_collective_handles is ctx.pending_collectives
+    assert be._pending_collective_handles == [(("coll", "early"), 0, "m")]
+    ctx.distributed._backend = Backend()  # replaced: adopted again at the next spawn
+    ctx.multiprocessing.spawn(lambda r: None)
+    assert ctx.distributed._backend._pending_collective_handles is ctx.pending_collectives
+    assert ("coll", "early") in ctx._completed and ctx.pending_collectives == []
+    ctx.close()
+
+
+def test_meta_reaches_ctx_wait_in_drain_phase_b():
+    got = []
+
+    class Ctx(kbthreads.Context):
+        def wait(self, h, _meta=None):
+            if kbthreads.getcurrent() is None:
+                got.append((h, _meta))
+            super().wait(h, _meta)
+
+    ctx = Ctx()
+    meta = object()
+    ctx.multiprocessing.spawn(lambda r: ctx.pending_collectives.append((("c", r), r, meta)), nprocs=2)
+    assert got == [(("c", 0), meta), (("c", 1), meta)]
+    ctx.close()
+
+
+# ---------------------------------------------------------------------------
+# join=False
+# ---------------------------------------------------------------------------
+def test_join_false_returns_a_process_context():
+    ctx = kbthreads.Context()
+    out = []
+
+    def fn(r):
+        for i in range(3):
+            out.append((r, i))
+            ctx.yield_()
+
+    pc = ctx.multiprocessing.spawn(fn, nprocs=2, join=False)
+    assert isinstance(pc, kbthreads.ProcessContext) and out == []  # bound, not run
+    assert [w.rank for w in pc.workers] == [0, 1]
+    with pytest.raises(kbthreads.KbError) as ei:  # the ctx is busy while the spawn lives
+        ctx.multiprocessing.spawn(fn)
+    assert ei.value.code == _lib.KB_EBUSY
+    assert pc.join(timeout=0) is False and out == [(0, 0), (1, 0)]
+    assert pc.join() is True and len(out) == 6
+    assert pc.join() is True and pc.join(timeout=0) is True
+    ctx.multiprocessing.spawn(fn, nprocs=1)  # free again
+    ctx.close()
+    assert alive(tids(pc.workers)) == []
+
+
+def test_join_timeout_is_checked_after_a_round():
+    def fn(r):
+        for _ in range(50):
+            time.sleep(0.002)
+            kbthreads.yield_()
+
+    pc = kbthreads.spawn(fn, nprocs=2, join=False)
+    t = time.monotonic()
+    assert pc.join(timeout=0.03) is False
+    assert time.monotonic() - t < 5.0
+    assert pc.join(timeout=None) is True
+
+
+def test_join_false_failure_is_raised_by_join_every_time():
+    def fn(r):
+        kbthreads.yield_()
+        if r == 0:
+            raise ValueError("late")
+
+    pc = kbthreads.spawn(fn, nprocs=2, join=False)
+    with pytest.raises(kbthreads.SpawnException) as e1:
+        pc.join()
+    with pytest.raises(kbthreads.SpawnException) as e2:
+        pc.join()
+    assert e1.value is e2.value and list(e1.value.errors) == [0]
+
+
+def test_dropping_a_live_process_context_cancels_its_ranks():
+    ctx = kbthreads.Context()
+    log = []
+
+    def fn(r):
+        try:
+            while True:
+                ctx.yield_()
+        finally:
+            log.append(r)
+
+    pc = ctx.multiprocessing.spawn(fn, nprocs=3, join=False)
+    pc.join(timeout=0)
+    workers = pc.workers
+    del pc
+    gc.collect()
+    assert log == [0, 1, 2] and all(w.dead for w in workers)
+    with ctx.multiprocessing.spawn(fn, nprocs=2, join=False) as pc:
+        pc.join(timeout=0)
+    assert log == [0, 1, 2, 0, 1]
+    with pytest.raises(RuntimeError, match="closed before it finished"):
+        pc.join()
+    ctx.close()
+
+
+def test_process_context_dropped_on_a_rank_thread_is_freed_afterwards():
+    a = kbthreads.Context()
+    log = []
+
+    def fa(r):
+        try:
+            while True:
+                a.yield_()
+        finally:
+            log.append(("a", r))
+
+    holder = [a.multiprocessing.spawn(fa, nprocs=2, join=False)]
+    holder[0].join(timeout=0)
+
+    def fb(r):
+        holder.clear()  # the last reference dies on this rank thread
+        gc.collect()
+        log.append(("b", r))
+
+    b = kbthreads.Context()
+    b.multiprocessing.spawn(fb)
+    assert log == [("b", 0), ("a", 0), ("a", 1)]
+    b.close()
+    a.close()
+
+
+def test_closing_a_context_cancels_its_live_spawn():
+    ctx = kbthreads.Context()
+    log = []
+
+    def fn(r):
+        try:
+            ctx.yield_()
+            ctx.yield_()
+        finally:
+            log.append(r)
+
+    pc = ctx.multiprocessing.spawn(fn, nprocs=2, join=False)
+    pc.join(timeout=0)
+    ctx.close()
+    assert log == [0, 1] and alive(tids(pc.workers)) == []
+    with pytest.raises(RuntimeError):
+        pc.join()
+
+
+def test_a_spawning_context_is_busy_to_other_threads():
+    ctx = kbthreads.Context()
+    codes, stop = [], threading.Event()
+
+    def other():
+        while not stop.is_set():  # all through the spawn, also between join slices
+            for call in (lambda: ctx.wait("x"), lambda: "x" in ctx._completed,
+                         lambda: list(ctx._pending_worker_waits), lambda: ctx.multiprocessing.spawn(len)):
+                try:
+                    call()
+                    codes.append("ran")
+                except kbthreads.KbError as e:
+                    codes.append(e.code)
+            time.sleep(0.001)
+
+    t = threading.Thread(target=other)
+
+    def fn(r):
+        if r == 0 and t.ident is None:
+            t.start()
+        for _ in range(100):
+            time.sleep(0.001)
+            ctx.yield_()
+
+    ctx.multiprocessing.spawn(fn, nprocs=2)
+    stop.set()
+    t.join()
+    assert codes and set(codes) == {_lib.KB_EBUSY}
+    # join=False: between two join() calls the context is idle, any thread may use it
+    pc = ctx.multiprocessing.spawn(fn, nprocs=1, join=False)
+    pc.join(timeout=0)
+    done = []
+    th = threading.Thread(target=lambda: done.append(ctx.wait("y")))
+    th.start()
+    th.join()
+    assert done == [None] and "y" in ctx._completed
+    assert pc.join() is True
+    ctx.close()
+
+
+# ---------------------------------------------------------------------------
+# the GIL and Ctrl-C
+# ---------------------------------------------------------------------------
+def test_other_python_threads_run_while_ranks_wait_for_the_baton():
+    stop = threading.Event()
+    ticks = [0]
+
+    def background():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0)
+
+    def fn(r):
+        for _ in range(300):
+            kbthreads.yield_()
+
+    bg = threading.Thread(target=background)
+    bg.start()
+    result = []
+    runner = threading.Thread(target=lambda: result.append(kbthreads.Context().multiprocessing.spawn(fn, nprocs=4)))
+    runner.start()  # a spawn driven from a thread other than the main thread
+    runner.join(60)
+    stop.set()
+    bg.join()
+    assert not runner.is_alive() and result == [None]
+    assert ticks[0] > 0
+
+
+def test_keyboard_interrupt_cancels_the_ranks():
+    assert threading.current_thread() is threading.main_thread()
+    log, workers = [], []
+    started = threading.Event()
+
+    def fn(r):
+        workers.append(kbthreads.getcurrent())
+        started.set()
+        try:
+            for _ in range(2_000_000):
+                kbthreads.yield_()
+        finally:
+            log.append(r)
+
+    def interrupt():
+        started.wait(10)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    ctx = kbthreads.Context()
+    with pytest.raises(KeyboardInterrupt):
+        ctx.multiprocessing.spawn(fn, nprocs=3)
+    t.join()
+    assert log == [0, 1, 2] and all(w.dead for w in workers)
+    ctx.multiprocessing.spawn(lambda r: None)  # the context is usable again
+    ctx.close()
+    assert alive(tids(workers)) == []
+
+
+@pytest.mark.skipif(not os.path.exists(HEADER), reason="include/kbthreads.h not beside this package")
+def test_pyproject_version_is_the_library_version():
+    pyproject = open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")).read()
+    header = open(HEADER).read()
+    want = re.search(r'#define KB_VERSION_STRING "([0-9.]+)"', header).group(1)
+    assert re.search(r'^version = "([0-9.]+)"$', pyproject, re.M).group(1) == want
+
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "gdb_ranks.py")
+PY_GDB = "/usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py"
+
+
+def _example_env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(os.path.dirname(__file__), "..")
+    return env
+
+
+def test_gdb_example_runs_without_a_debugger():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, EXAMPLE], env=_example_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == "done\n", out.stderr
+
+
+@pytest.mark.skipif(
+    not (os.path.exists("/usr/bin/gdb") and os.path.exists("/usr/bin/python3") and os.path.exists(PY_GDB)),
+    reason="gdb or python3-dbg (py-bt) not installed",
+)
+def test_gdb_shows_python_ranks_as_threads():
+    """The README's gdb session: every rank is a thread named kb-rank-N and
+    py-bt shows its Python stack."""
+    import subprocess
+
+    cmd = ["gdb", "-batch", "-ex", "run", "-ex", "info threads", "-ex", "thread apply all py-bt",
+           "--args", "/usr/bin/python3", EXAMPLE]
+    out = subprocess.run(cmd, env=_example_env(), capture_output=True, text=True, timeout=120).stdout
+    assert 'Thread 4 "kb-rank-2" received signal SIGTRAP' in out, out
+    for r in range(4):
+        assert re.search(r'Thread \d+ \(Thread 0x[0-9a-f]+ \(LWP \d+\) "kb-rank-%d"\):\nTraceback' % r, out), out
+    assert out.count('gdb_ranks.py", line') >= 5, out  # four ranks and the driver
