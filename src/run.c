@@ -504,8 +504,11 @@ void kb_process_context_free(kb_process_context *pc)
     if (run) {
         /* Live ranks: cancel them in rank order, abort, clear. A run whose
          * ranks all finished (or nprocs 0) needs none of that. */
-        if (run->nlive > 0)
+        if (run->nlive > 0) {
+            if (run->record)
+                kb_record_end(run->record, "freed");
             kb_sched_cancel_all(run, 1);
+        }
         ctx->run = NULL;
         kb_run_destroy(run);
     }

@@ -132,6 +132,8 @@ static int stop_run(struct kb_run *run, int code)
         }
     }
     run->fail_code = code;
+    if (run->record && code != KB_ESPAWN)
+        kb_record_end(run->record, "%s", code == KB_ETIMEDOUT ? "timeout" : "diverged");
     kb_tl_instant(run, KB_DRIVER, KB_TL_STOP, 0, code);
     kb_sched_cancel_all(run, 1);
     return code;

@@ -10,7 +10,7 @@
  *   drain 1 3                   (round number, engine waits in its drain)
  *   ...
  *   end ok                      (or: end failed rank 2 / end failed drain /
- *                                    end timeout / end diverged)
+ *                                    end timeout / end diverged / end freed)
  *
  * Lines starting with '#' and unknown keywords are ignored by the reader.
  */
