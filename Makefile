@@ -7,7 +7,7 @@ JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 DEMO_ARGS ?=
 
-DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-pytest
+DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-pytest gdb
 
 .PHONY: all deps build demo test test-fast docs format format-check install clean help
 
@@ -18,8 +18,10 @@ all: build
 
 help:
 	@echo "make demo       build and run the demo (ring all-reduce over 8 simulated ranks)"
-	@echo "make test       build and run the whole suite, then again under Valgrind memcheck"
-	@echo "make test-fast  the suite without the Valgrind pass"
+	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
+	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
+	@echo "make test-fast  the suite without the Valgrind and sanitizer passes"
+	@echo "make tsan | asan | helgrind | drd   one of those passes"
 	@echo "make docs       API reference (HTML, man) in $(BUILD)/docs, Doxygen warnings as errors"
 	@echo "make install    install under PREFIX (default /usr/local)"
 	@echo "make format-check / make format   clang-format check / rewrite"
@@ -40,7 +42,7 @@ deps:
 	fi
 
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DKB_VALGRIND_TESTS=ON $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DKB_VALGRIND_TESTS=ON -DKB_BUILD_TESTS=ON -DKB_BUILD_EXAMPLES=ON $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -49,11 +51,15 @@ demo: build
 	./$(BUILD)/examples/kbdemo $(DEMO_ARGS)
 
 test-fast: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE valgrind
+	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
 
+# The whole suite: format, API docs, ctest (with gdb, pytest, packaging),
+# the same programs under Valgrind memcheck, Helgrind and DRD, then the
+# ThreadSanitizer and AddressSanitizer+UBSan builds (tsan/tsan.mk).
 test: build format-check docs
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE valgrind
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L valgrind
+	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
+	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L valgrind
+	$(MAKE) tsan asan
 
 docs: build
 	cmake --build $(BUILD) --target docs
@@ -69,3 +75,6 @@ format: deps
 
 clean:
 	rm -rf $(BUILD)
+
+# make tsan / asan / helgrind / drd
+include tsan/tsan.mk

@@ -1,35 +1,45 @@
 /*
  * The baton: one wait slot per thread that can hold it.
  *
- * A slot is a Concurrency Kit event count (ck_ec32) owned by one thread
- * (a rank thread, or the driver for the run's driver slot). Exactly one
- * thread holds the baton at any time; it gives the baton to another thread
- * by posting that thread's slot, then (unless it is leaving for good) waits
- * on its own slot. Because the poster always holds the baton, posts to a
- * slot are serialised and each wait consumes exactly one post:
+ * A slot is a 32-bit word owned by one thread (a rank's worker, or the
+ * driver for the run's driver slot): bits 0-30 count posts, bit 31 says
+ * "the owner sleeps in futex_wait". Exactly one thread holds the baton at
+ * any time; it gives the baton to another thread by posting that thread's
+ * slot, then (unless it is leaving for good) waits on its own slot. Because
+ * the poster always holds the baton, posts to a slot are serialised and
+ * each wait consumes exactly one post:
  *
- *   post(s):  release-annotate; ck_ec32_inc(&s->ec)   (futex wake only if the
- *             owner flagged itself as sleeping)
- *   wait(s):  until ec != s->seen: ck_ec32_wait; s->seen = ec;
- *             acquire-annotate
+ *   post(s):  release-annotate; old = fetch-and-add(word, 1);
+ *             if old had the sleep flag: futex_wake(word)
+ *   wait(s):  loop: w = load(word)
+ *               count moved past seen -> seen = count; clear the flag if set
+ *                                        (we hold the baton: nobody else
+ *                                        touches the word now); acquire; done
+ *               else set the flag (CAS) and futex_wait(word, flagged value)
  *
- * A post that comes before the owner waits is not lost (the counter moved);
- * spurious futex returns and EINTR are absorbed by the loop on the counter.
- * Waking wakes only the slot's owner: no broadcast, no herd, O(1) in the
- * number of ranks.
+ * The poster writes the word once, with the fetch-and-add that publishes
+ * the post; after it, only the futex_wake system call names the address
+ * (it reads no memory). So the owner may free its slot as soon as it has
+ * seen the post, which a spawn's teardown does. (ck_ec's increment, which
+ * this replaces, clears the flag with a second atomic write after
+ * publishing: a use-after-free when the owner frees the slot.)
+ *
+ * A post that comes before the owner waits is not lost (the count moved);
+ * spurious futex returns, EINTR and EAGAIN are absorbed by the loop on the
+ * word. Waking wakes only the slot's owner: no broadcast, no herd, O(1) in
+ * the number of ranks.
  */
 #ifndef KB_BATON_H
 #define KB_BATON_H
 
-#include <ck_ec.h>
 #include <stdint.h>
 #include <time.h>
 
 #define KB_CACHELINE 64
 
 struct kb_slot {
-    struct ck_ec32 ec; /* posted by the baton holder, waited on by the owner */
-    uint32_t seen;     /* owner only: the counter value last consumed (31 bits) */
+    uint32_t word; /* ck_pr: post count (bits 0-30) | sleeping flag (bit 31) */
+    uint32_t seen; /* owner only: the count last consumed */
 } __attribute__((aligned(KB_CACHELINE)));
 
 void kb_slot_init(struct kb_slot *s);

@@ -3,6 +3,7 @@
 
 #include <ck_pr.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "annotate.h"
@@ -30,11 +31,14 @@ int kb_ctx_create(const kb_engine *engine, kb_ctx **out)
     if (!out)
         return KB_EINVAL;
     *out = NULL;
-    kb_ctx *ctx = kb_calloc(1, sizeof *ctx);
-    if (!ctx)
+    kb_ctx *ctx = NULL; /* cache-line aligned: it holds the driver's slot */
+    if (kb__fault_hit(KB_FAULT_ALLOC) || posix_memalign((void **)&ctx, KB_CACHELINE, sizeof *ctx) != 0)
         return KB_ENOMEM;
+    memset(ctx, 0, sizeof *ctx);
+    kb_slot_init(&ctx->driver_slot);
     if (engine)
         ctx->engine = *engine;
+    kb_hb_sync_word(&ctx->owner, sizeof ctx->owner);
     kb_queue_init(&ctx->waits, sizeof(kb_handle));
     kb_queue_init(&ctx->colls, sizeof(kb_collective));
     if (kb_completed_init(&ctx->done) != 0) {

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "baton.h"
 #include "completed.h"
 #include "kbthreads.h"
 #include "queue.h"
@@ -26,6 +27,11 @@ struct kb_worker;
 struct kb_process_context;
 
 struct kb_ctx {
+    /* The driver's wait slot, first (its own cache line; the ctx is
+     * allocated aligned). It lives as long as the ctx, not per run, so the
+     * race detectors' happens-before records for it are never carried over
+     * to unrelated memory when a run is freed and its memory reused. */
+    struct kb_slot driver_slot;
     kb_engine engine;              /* copied at create; all-NULL without an engine */
     void *owner;                   /* ck_pr: token of the owning thread, NULL = none */
     struct kb_queue waits;         /* pending worker waits (kb_handle), FIFO */

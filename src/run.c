@@ -264,7 +264,6 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
     resolve_debug_options(run, opts);
     run->holder = KB_DRIVER;
     run->nlive = nprocs;
-    kb_slot_init(&run->driver_slot);
     if (nprocs > 0) {
         run->ranks = kb_calloc((size_t)nprocs, sizeof *run->ranks);
         run->errors = kb_calloc((size_t)nprocs, sizeof *run->errors);

@@ -80,8 +80,7 @@ struct kb_process_context {
 };
 
 struct kb_run {
-    struct kb_slot driver_slot; /* the driver's wait slot (own cache line) */
-    kb_ctx *ctx;
+    kb_ctx *ctx; /* its driver's slot is ctx->driver_slot */
     kb_rank_fn fn;
     void *arg;
     int nprocs;

@@ -34,7 +34,7 @@ void kb_handoff(struct kb_run *run, int to)
     }
     if (run->stall_ms)
         kb_watch_stamp(run);
-    kb_slot_post(to == KB_DRIVER ? &run->driver_slot : &run->ranks[to].w->slot);
+    kb_slot_post(to == KB_DRIVER ? &run->ctx->driver_slot : &run->ranks[to].w->slot);
 }
 
 void kb_rank_retire(struct kb_run *run, struct kb_rank *rk)
@@ -64,7 +64,7 @@ static void driver_wait(struct kb_run *run)
     if (run->stall_ms)
         kb_watch_wait(run);
     else
-        kb_slot_wait(&run->driver_slot);
+        kb_slot_wait(&run->ctx->driver_slot);
 }
 
 /* Driver: a rank thread that unwound is joined before anything else runs,

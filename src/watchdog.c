@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "annotate.h"
 #include "run.h"
 
 static sem_t bt_done;
@@ -63,6 +64,9 @@ static struct timespec to_timespec(uint64_t ns)
 void kb_watch_setup(struct kb_run *run)
 {
     pthread_once(&install_once, install);
+    kb_hb_sync_word(&run->turn_seq, sizeof run->turn_seq);
+    kb_hb_sync_word(&run->turn_ns, sizeof run->turn_ns);
+    kb_hb_sync_word(&run->holder, sizeof run->holder);
     kb_watch_stamp(run);
 }
 
@@ -99,7 +103,7 @@ void kb_watch_wait(struct kb_run *run)
         uint64_t start = ck_pr_load_64(&run->turn_ns);
         uint64_t limit = (uint64_t)run->stall_ms * 1000000u;
         struct timespec deadline = to_timespec(seq == reported ? now_ns() + limit : start + limit);
-        if (kb_slot_wait_until(&run->driver_slot, &deadline) == 0)
+        if (kb_slot_wait_until(&run->ctx->driver_slot, &deadline) == 0)
             return;
         if (ck_pr_load_64(&run->turn_seq) != seq || seq == reported)
             continue;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "annotate.h"
 #include "ctx.h"
 #include "run.h"
 
@@ -42,6 +43,7 @@ int kb_worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out,
         return KB_ENOMEM;
     memset(w, 0, sizeof *w);
     kb_slot_init(&w->slot);
+    kb_hb_sync_word(&w->tid, sizeof w->tid);
     w->stack_size = stack_size;
     w->named_rank = -1;
     w->pinned_cpu = -1;

@@ -30,6 +30,22 @@ static inline int kbt_on_valgrind(void)
     return RUNNING_ON_VALGRIND ? 1 : 0;
 }
 
+/* 1 when built with AddressSanitizer or ThreadSanitizer. */
+static inline int kbt_under_sanitizer(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return 1;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+    return 1;
+#else
+    return 0;
+#endif
+#else
+    return 0;
+#endif
+}
+
 /* Number of threads of this process (entries in /proc/self/task), or -1. */
 static inline long kbt_task_count(void)
 {
