@@ -64,7 +64,7 @@ test: build format-check docs
 docs: build
 	cmake --build $(BUILD) --target docs
 
-install: build
+install: build docs
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 format-check: deps

@@ -28,3 +28,16 @@ install(FILES ${PROJECT_BINARY_DIR}/kbthreads.pc DESTINATION ${CMAKE_INSTALL_LIB
 # API reference (built by the `docs` target; installed when present).
 install(DIRECTORY ${PROJECT_BINARY_DIR}/docs/html DESTINATION ${CMAKE_INSTALL_DOCDIR} OPTIONAL)
 install(DIRECTORY ${PROJECT_BINARY_DIR}/docs/man/ DESTINATION ${CMAKE_INSTALL_MANDIR} OPTIONAL)
+
+# The gdb extension where gdb auto-loads it for the installed library
+# (<datadir>/gdb/auto-load/<absolute libdir>/libkbthreads.so.<version>-gdb.py,
+# as glib and libstdc++ do). The library also embeds it in its
+# .debug_gdb_scripts section; this copy survives `strip --strip-debug`.
+install(CODE "
+  set(_kb_prefix \"\${CMAKE_INSTALL_PREFIX}\")
+  set(_kb_dir \"\$ENV{DESTDIR}\${_kb_prefix}/${CMAKE_INSTALL_DATADIR}/gdb/auto-load\${_kb_prefix}/${CMAKE_INSTALL_LIBDIR}\")
+  file(MAKE_DIRECTORY \"\${_kb_dir}\")
+  configure_file(\"${PROJECT_SOURCE_DIR}/gdb/kbthreads_gdb.py\"
+    \"\${_kb_dir}/libkbthreads.so.${PROJECT_VERSION}-gdb.py\" COPYONLY)
+  message(STATUS \"Installing: \${_kb_dir}/libkbthreads.so.${PROJECT_VERSION}-gdb.py\")
+")
