@@ -18,6 +18,8 @@ install_tree() {
     for f in include/kbthreads.h; do [ -f "$prefix/$f" ] || { echo "missing $f"; exit 1; }; done
     ls "$prefix"/lib*/libkbthreads.so.0 "$prefix"/lib*/*/libkbthreads.so.0 2>/dev/null | grep -q . \
         || { echo "no libkbthreads.so.0 (SONAME link) installed"; exit 1; }
+    find "$prefix/share/gdb/auto-load" -name 'libkbthreads.so.*-gdb.py' | grep -q . \
+        || { echo "no gdb auto-load script installed"; exit 1; }
 }
 
 case "$mode" in
