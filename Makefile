@@ -22,6 +22,9 @@ help:
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
 	@echo "make test-fast  the suite without the Valgrind and sanitizer passes"
 	@echo "make tsan | asan | helgrind | drd   one of those passes"
+	@echo "make soak       10^7 handoffs, 4096 ranks, 10^4 spawn/fail cycles (minutes)"
+	@echo "make fuzz-long  10^5 random programs on the library and on the model"
+	@echo "make fuzz       the libFuzzer entry point for FUZZ_TIME seconds"
 	@echo "make docs       API reference (HTML, man) in $(BUILD)/docs, Doxygen warnings as errors"
 	@echo "make install    install under PREFIX (default /usr/local)"
 	@echo "make format-check / make format   clang-format check / rewrite"
@@ -78,3 +81,6 @@ clean:
 
 # make tsan / asan / helgrind / drd
 include tsan/tsan.mk
+
+# make soak / fuzz-long / fuzz
+include tests/reliability/reliability.mk

@@ -237,7 +237,11 @@ KB_API int kb_cancelled(void);
  * running its pthread_cleanup_push handlers, one rank at a time.
  * RETURN mode: KB_ECANCELED, and so does every later kb_yield / kb_wait /
  * kb_barrier of that rank, at once and without switching. The same calls made
- * from a cleanup handler during an unwind also return KB_ECANCELED.
+ * from a cleanup handler during an unwind the library started (kb_raise, an
+ * UNWIND cancellation) also return KB_ECANCELED. A rank that calls
+ * pthread_exit itself fails with KB_EEXITED, recorded when its unwind
+ * reaches the library, after its own cleanup handlers: those handlers must
+ * not call suspension points (the library cannot see that exit yet).
  */
 KB_API int kb_yield(void);
 

@@ -82,12 +82,16 @@ static void rank_finish(struct kb_rank *rk)
 
 /* Outermost cleanup handler of every rank: runs last when the thread
  * unwinds (kb_raise, cancellation in UNWIND mode, or the rank function
- * calling pthread_exit itself), after the user's handlers. The thread then
+ * calling pthread_exit itself), after the user's handlers. That is also the
+ * first moment the library can know of a pthread_exit it did not start:
+ * the rank's own handlers have run by then (see kb_yield in the header). The thread then
  * ends; the driver joins it before it goes on, so nothing of this thread
  * overlaps the next holder. */
 static void rank_unwound(void *arg)
 {
     struct kb_rank *rk = arg;
+    if (rk->state == KB_RS_FINISHED)
+        return; /* a second pthread_exit inside the unwind (undefined by POSIX): finished already */
     if (!rk->unwinding) {
         /* Not ours: the rank function called pthread_exit. */
         rk->unwinding = 1;
