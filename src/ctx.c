@@ -57,12 +57,8 @@ int kb_ctx_destroy(kb_ctx *ctx)
         return KB_EPERM;
     if (kb_in_hook())
         return KB_EBUSY;
-    if (kb_ctx_enter(ctx) != 0)
+    if (kb_ctx_enter_idle(ctx) != 0)
         return KB_EBUSY;
-    if (ctx->run || ctx->pc) {
-        kb_ctx_exit(ctx);
-        return KB_EBUSY;
-    }
     kb_pool_drain(ctx); /* joins every parked thread */
     kb_queue_free(&ctx->waits);
     kb_queue_free(&ctx->colls);
@@ -76,6 +72,17 @@ int kb_ctx_enter(kb_ctx *ctx)
     if (!ck_pr_cas_ptr(&ctx->owner, NULL, (void *)kb_thread_token()))
         return KB_EBUSY;
     kb_hb_acquire(&ctx->owner);
+    return 0;
+}
+
+int kb_ctx_enter_idle(kb_ctx *ctx)
+{
+    if (kb_ctx_enter(ctx) != 0)
+        return KB_EBUSY;
+    if (ctx->run || ctx->pc) {
+        kb_ctx_exit(ctx);
+        return KB_EBUSY;
+    }
     return 0;
 }
 

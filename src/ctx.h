@@ -58,6 +58,8 @@ void kb_ctx_leave(const kb_ctx *ctx, int access);
 
 /* Driver-side ownership for kb_spawn/kb_start/kb_join: 0 or KB_EBUSY. */
 int kb_ctx_enter(kb_ctx *ctx);
+/* The same, for a ctx that must have no spawn or process context either. */
+int kb_ctx_enter_idle(kb_ctx *ctx);
 void kb_ctx_exit(kb_ctx *ctx);
 
 /* The calling thread's token (unique while the thread lives). */

@@ -344,14 +344,8 @@ int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
     int rc = check_spawn_args(ctx, fn, nprocs, opts);
     if (rc == 0)
         rc = check_driver_thread();
-    if (rc != 0)
+    if (rc != 0 || (rc = kb_ctx_enter_idle(ctx)) != 0)
         return rc;
-    if (kb_ctx_enter(ctx) != 0)
-        return KB_EBUSY;
-    if (ctx->run || ctx->pc) {
-        kb_ctx_exit(ctx);
-        return KB_EBUSY;
-    }
     struct kb_run *run;
     rc = kb_run_create(ctx, fn, arg, nprocs, opts, &run);
     if (rc != 0) {
@@ -387,12 +381,8 @@ int kb_start(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
     if (rc != 0)
         return rc;
     *out = NULL;
-    if (kb_ctx_enter(ctx) != 0)
-        return KB_EBUSY;
-    if (ctx->run || ctx->pc) {
-        kb_ctx_exit(ctx);
-        return KB_EBUSY;
-    }
+    if ((rc = kb_ctx_enter_idle(ctx)) != 0)
+        return rc;
     kb_process_context *pc = kb_calloc(1, sizeof *pc);
     if (!pc) {
         kb_ctx_exit(ctx);
