@@ -34,8 +34,10 @@ static void pass_on(struct kb_rank *rk)
     kb_turn_end(rk);
     int next = kb_next_in_round(run);
     if (next == KB_DRIVER)
+        next = kb_round_boundary(run); /* the next round's first rank, if no driver work */
+    if (next == KB_DRIVER)
         run->stop = KB_STOP_ROUND;
-    kb_handoff(run, next);
+    kb_handoff(run, next); /* may be this rank itself: a round of one */
 }
 
 /* Suspend: hand the baton on and wait for this rank's next turn. Returns

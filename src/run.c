@@ -353,6 +353,7 @@ int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
         return rc;
     }
     ctx->run = run;
+    run->fast_rounds = 1;
     struct driver_pin pin;
     pin_driver(run, &pin);
     while ((rc = kb_sched_round(run)) == 0)
@@ -443,6 +444,8 @@ int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err)
         return pc->result;
     }
     run->driver_tid = gettid();
+    /* A timeout is checked after each round's drain, on the driver. */
+    run->fast_rounds = timeout_ms < 0;
     struct timespec deadline;
     if (timeout_ms >= 0)
         deadline = deadline_after(timeout_ms);

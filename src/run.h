@@ -88,13 +88,15 @@ struct kb_run {
     size_t stack_size;
     struct kb_rank *ranks;
     /* (B) scheduler fields */
-    int holder;      /* KB_DRIVER or a rank index */
-    int nlive;       /* number of not-finished ranks */
-    int *order;      /* this round's ranks in visiting order (capacity nprocs) */
-    int norder;      /* entries in order */
-    int pos;         /* index in order of the rank holding the baton */
-    int stop;        /* enum kb_stop, written by the rank handing to the driver */
-    int failed_rank; /* with KB_STOP_FAILED */
+    int holder;        /* KB_DRIVER or a rank index */
+    int nlive;         /* number of not-finished ranks */
+    int *order;        /* this round's ranks in visiting order (capacity nprocs) */
+    int norder;        /* entries in order */
+    int pos;           /* index in order of the rank holding the baton */
+    uint64_t round_t0; /* with a timeline: when the current round began */
+    int fast_rounds;   /* ranks may run round boundaries themselves (not in a timed kb_join) */
+    int stop;          /* enum kb_stop, written by the rank handing to the driver */
+    int failed_rank;   /* with KB_STOP_FAILED */
     int barrier_arrived;
     unsigned barrier_gen;
     /* failures in insertion order; capacity nprocs (each rank at most once) */
@@ -171,6 +173,12 @@ void kb_barrier_check(struct kb_run *run);
 /* The next holder after the current rank's turn: the next rank of the
  * round's order, or KB_DRIVER at the end of the round. Baton holder. */
 int kb_next_in_round(struct kb_run *run);
+/* At the end of a round, on the rank that ends it: when the driver has
+ * nothing to do (nothing to drain, ranks still live, no limit, replay or
+ * join timeout to check), run the round boundary here (the empty drain,
+ * the next round's order) and return the next round's first rank; else
+ * KB_DRIVER. */
+int kb_round_boundary(struct kb_run *run);
 
 /* Turn accounting (stats, timeline): called by a rank thread when its turn
  * starts and just before it hands the baton on. No-ops unless observed. */

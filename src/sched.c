@@ -7,10 +7,14 @@
  * A round: the driver builds the round's order (the live ranks in rank
  * order, a seeded permutation of them, or the recorded order of a replay)
  * and hands the baton to its first rank; each rank, when it suspends or
- * finishes, hands it straight to the next rank of the order, and the last
- * one hands it back to the driver (one handoff per turn, plus one back to
- * the driver per round). A failing rank hands it to the driver at once,
- * which skips the rest of the round and the drain.
+ * finishes, hands it straight to the next rank of the order. The last one
+ * hands it back to the driver when the round's drain has work (or the
+ * spawn ends, or a limit or replay needs checking); otherwise it does the
+ * round boundary itself (an empty drain, the next round's order) and hands
+ * the baton straight to the next round's first rank. So a turn costs one
+ * handoff and a round with nothing to drain none more. A failing rank
+ * hands the baton to the driver at once, which skips the rest of the round
+ * and the drain.
  */
 #include <ck_pr.h>
 #include <pthread.h>
@@ -202,6 +206,46 @@ static int build_order(struct kb_run *run)
     return 0;
 }
 
+/* Start the round whose order is built: count and record it. Holder only. */
+static void begin_round(struct kb_run *run)
+{
+    run->rounds++;
+    if (run->record)
+        kb_record_round(run->record, run->rounds, run->order, run->norder);
+    run->round_t0 = run->tl ? kb_now_ns() : 0;
+    run->stop = KB_STOP_NONE;
+    run->pos = 0;
+}
+
+static void end_round(struct kb_run *run)
+{
+    if (run->tl)
+        kb_tl_slice(run, KB_DRIVER, KB_TL_ROUND, run->round_t0, kb_now_ns(), 0, (int64_t)run->rounds);
+}
+
+int kb_round_boundary(struct kb_run *run)
+{
+    /* Anything for the driver: a drain with work (the engine's hooks run
+     * on the driver), the end of the spawn, a round limit, a replay to
+     * check, or a kb_join timeout to look at. */
+    if (!run->fast_rounds || run->replay || run->nlive == 0 || kb_queue_len(&run->ctx->waits) > 0 ||
+        kb_queue_len(&run->ctx->colls) > 0 || (run->max_rounds && run->rounds >= run->max_rounds))
+        return KB_DRIVER;
+    end_round(run);
+    /* The round's drain, which has nothing to do: still exactly one per
+     * round, in the statistics, the record and the timeline. */
+    run->drains++;
+    if (run->tl) {
+        uint64_t now = kb_now_ns();
+        kb_tl_slice(run, KB_DRIVER, KB_TL_DRAIN, now, now, 0, (int64_t)run->rounds);
+    }
+    if (run->record)
+        kb_record_drain(run->record, run->rounds, 0);
+    build_order(run); /* cannot diverge: no replay here */
+    begin_round(run);
+    return run->order[0];
+}
+
 int kb_sched_round(struct kb_run *run)
 {
     if (run->nlive == 0) {
@@ -223,16 +267,12 @@ int kb_sched_round(struct kb_run *run)
     }
     if (build_order(run) != 0)
         return stop_run(run, KB_EDIVERGED);
-    run->rounds++;
-    if (run->record)
-        kb_record_round(run->record, run->rounds, run->order, run->norder);
-    uint64_t t0 = run->tl ? kb_now_ns() : 0;
-    run->stop = KB_STOP_NONE;
-    run->pos = 0;
+    begin_round(run);
     kb_handoff(run, run->order[0]);
+    /* Ranks now pass the baton among themselves, through as many rounds
+     * as need no drain work (kb_round_boundary), until one hands it back. */
     driver_wait(run);
-    if (run->tl)
-        kb_tl_slice(run, KB_DRIVER, KB_TL_ROUND, t0, kb_now_ns(), 0, (int64_t)run->rounds);
+    end_round(run);
     if (run->stop == KB_STOP_FAILED) {
         join_if_exited(&run->ranks[run->failed_rank]);
         if (run->record)
@@ -240,7 +280,7 @@ int kb_sched_round(struct kb_run *run)
         return stop_run(run, KB_ESPAWN);
     }
     uint64_t waits0 = run->engine_waits;
-    t0 = run->tl ? kb_now_ns() : 0;
+    uint64_t t0 = run->tl ? kb_now_ns() : 0;
     int rc = kb_drain(run->ctx, &run->drain_handle, &run->drain_origin);
     run->drains++;
     if (run->tl)

@@ -86,6 +86,7 @@ struct model {
     int nlive_snap;
     /* statistics */
     uint64_t rounds, turns, handoffs, drains, ews, ncolls;
+    int fast_rounds; /* round boundaries without the driver: not in a timed kb_join */
     uint64_t rank_turns[RP_MAX_RANKS];
 };
 
@@ -857,7 +858,13 @@ static int round_(struct model *M)
             return stop(M, KB_ESPAWN);
         }
     }
-    handoff(M, -1);
+    /* The last rank of the round hands the baton to the driver only when
+     * the driver has work: a drain with something to do, the end of the
+     * spawn, a round limit reached, or a kb_join timeout to check; else it
+     * runs the empty drain and starts the next round itself (design.md). */
+    if (!M->fast_rounds || M->nlive == 0 || M->wn > 0 || M->cn > 0 ||
+        (M->ph->max_rounds && M->rounds >= M->ph->max_rounds))
+        handoff(M, -1);
     if (M->mutant == RM_NO_FINAL_DRAIN && M->nlive == 0)
         return 1;
     M->drains++;
@@ -934,6 +941,7 @@ static void run_phase(struct model *M, int phase)
     new_run(M, ph);
     if (ph->kind == RP_SPAWN) {
         int rc;
+        M->fast_rounds = 1;
         while ((rc = round_(M)) == 0)
             ;
         rc = rc == 1 ? 0 : rc;
@@ -969,6 +977,7 @@ static void run_phase(struct model *M, int phase)
                           : M->clock && calls < RP_MAX_JOIN_CALLS ? M->clock->rounds[phase][calls]
                                                                   : -1;
             long ran = 0;
+            M->fast_rounds = timeout < 0;
             for (;;) {
                 rc = round_(M);
                 if (rc != 0)

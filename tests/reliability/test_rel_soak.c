@@ -125,8 +125,9 @@ static void test_handoffs_keep_one_running_and_the_order(void **state)
     long want = size_of("KB_SOAK_HANDOFFS", 10000000L, 1000000L, 100000L);
     struct ho s;
     memset(&s, 0, sizeof s);
-    /* a round is one handoff per rank plus one back to the driver */
-    s.iters = want / (HO_NPROCS + 1) + 1;
+    /* a round is one handoff per rank, plus one back to the driver when
+     * it has a drain to run */
+    s.iters = want / HO_NPROCS + 1;
     kb_engine eng = {.self = &s, .wait = ho_wait, .bind = NULL, .abort = NULL};
     kb_ctx *ctx = NULL;
     assert_int_equal(kb_ctx_create(&eng, &ctx), 0);
@@ -150,7 +151,9 @@ static void test_handoffs_keep_one_running_and_the_order(void **state)
     /* no lost or doubled turn: exactly iters + 1 rounds of HO_NPROCS turns */
     assert_int_equal(st.rounds, (uint64_t)s.iters + 1);
     assert_int_equal(st.turns, st.rounds * HO_NPROCS);
-    assert_int_equal(st.handoffs, st.rounds * (HO_NPROCS + 1));
+    /* one handoff per turn, plus one back to the driver per round with
+     * waits to drain (every HO_WAIT_EVERY-th) and the last */
+    assert_true(st.handoffs > st.turns && st.handoffs <= st.turns + st.rounds);
     assert_int_equal(s.turn, st.turns);
     assert_int_equal(st.engine_waits, (uint64_t)(s.iters / HO_WAIT_EVERY) * HO_NPROCS);
     assert_true(st.handoffs >= (uint64_t)want);
@@ -383,6 +386,8 @@ static void test_spawn_fail_cycles_keep_threads_and_memory_flat(void **state)
         fail_msg("%ld threads left after kb_ctx_destroy, %ld before", end, before);
     if (kbt_on_valgrind())
         return; /* Valgrind replaces the allocator; memcheck checks leaks */
+    if (kbt_under_sanitizer())
+        return; /* the sanitizers' allocators and shadow memory grow RSS; LSan checks leaks */
     if (heap1 > heap0 + HEAP_SLACK)
         fail_msg("heap grew by %zu bytes over %ld cycles", heap1 - heap0, n);
     if ((rss1 - rss0) * page > RSS_SLACK_BYTES)
