@@ -25,6 +25,8 @@ help:
 	@echo "make soak       10^7 handoffs, 4096 ranks, 10^4 spawn/fail cycles (minutes)"
 	@echo "make fuzz-long  10^5 random programs on the library and on the model"
 	@echo "make fuzz       the libFuzzer entry point for FUZZ_TIME seconds"
+	@echo "make bench      every benchmark, optimised, side by side with floors and peers (minutes)"
+	@echo "make bench-report  make bench, then docs/benchmarks.md and its plots"
 	@echo "make docs       API reference (HTML, man) in $(BUILD)/docs, Doxygen warnings as errors"
 	@echo "make install    install under PREFIX (default /usr/local)"
 	@echo "make format-check / make format   clang-format check / rewrite"
@@ -56,13 +58,15 @@ demo: build
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
 
-# The whole suite: format, API docs, ctest (with gdb, pytest, packaging),
-# the same programs under Valgrind memcheck, Helgrind and DRD, then the
-# ThreadSanitizer and AddressSanitizer+UBSan builds (tsan/tsan.mk).
+# The whole suite: format, API docs, ctest (with gdb, pytest, packaging,
+# reliability), the same programs under Valgrind memcheck, Helgrind and DRD,
+# the ThreadSanitizer and AddressSanitizer+UBSan builds (tsan/tsan.mk), and
+# a seconds-long benchmark smoke run (no time is asserted).
 test: build format-check docs
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L valgrind
 	$(MAKE) tsan asan
+	$(MAKE) bench-smoke
 
 docs: build
 	cmake --build $(BUILD) --target docs
@@ -84,3 +88,6 @@ include tsan/tsan.mk
 
 # make soak / fuzz-long / fuzz
 include tests/reliability/reliability.mk
+
+# make bench / bench-smoke / bench-report
+include bench/bench.mk
