@@ -1,0 +1,92 @@
+# bench/bench.mk: the benchmark targets (issue 4). Included by the top-level
+# Makefile, or used on its own from the repository root:
+#
+#   make -f bench/bench.mk bench          optimised build in build-bench/, every benchmark, a table,
+#                                         results in bench/results/ (about 10 minutes on 2 CPUs)
+#   make -f bench/bench.mk bench-smoke    seconds: proves every benchmark runs (no time is asserted)
+#   make -f bench/bench.mk bench-report   `bench`, then docs/benchmarks.md and docs/bench-yield*.png
+#                                         (BENCH_REUSE=1: from the last results, without running again)
+#
+# Run as root on Debian, missing packages are installed with apt-get; as
+# another user the missing ones are named, and the peers needing them
+# (SimGrid: libsimgrid-dev g++; greenlet: python3-greenlet; the plots:
+# gnuplot-nox) are skipped with a note.
+#
+# Variables: BENCH_BUILD (build folder), BENCH_ARGS (extra run.py options,
+# e.g. "--reps 9" or "--only kbthreads floors"), BENCH_REUSE, BENCH_PYTHON,
+# BENCH_OPTIONAL_DEPS (no: install only what the build needs).
+
+BENCH_MK_SAVED_GOAL := $(.DEFAULT_GOAL)
+BENCH_MK_DIR := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
+BENCH_MK_ROOT := $(patsubst %/,%,$(dir $(BENCH_MK_DIR)))
+# Standalone (make -f bench/bench.mk): no other makefile was read before this one.
+BENCH_MK_STANDALONE := $(if $(filter 1,$(words $(MAKEFILE_LIST))),yes,)
+
+BENCH_BUILD ?= $(BENCH_MK_ROOT)/build-bench
+BENCH_PYTHON ?= /usr/bin/python3
+BENCH_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+BENCH_ARGS ?=
+BENCH_REUSE ?=
+BENCH_RESULTS := $(BENCH_MK_DIR)/results
+BENCH_DEB_REQUIRED := build-essential cmake pkg-config libck-dev python3
+# BENCH_OPTIONAL_DEPS=no: do not install the peers' and the plots' packages.
+BENCH_OPTIONAL_DEPS ?= yes
+BENCH_DEB_OPTIONAL := $(if $(filter yes,$(BENCH_OPTIONAL_DEPS)),g++ libsimgrid-dev python3-greenlet gnuplot-nox,)
+
+.PHONY: bench bench-smoke bench-report bench-build bench-deps bench-clean bench-help
+
+bench-help:
+	@echo "make bench          optimised build in $(BENCH_BUILD), every benchmark, results in bench/results/"
+	@echo "make bench-smoke    a seconds-long run proving every benchmark runs"
+	@echo "make bench-report   make bench, then docs/benchmarks.md and docs/bench-yield*.png (BENCH_REUSE=1: no run)"
+	@echo "make bench-clean    remove $(BENCH_BUILD)"
+
+bench-deps:
+	@if command -v dpkg-query >/dev/null 2>&1; then \
+	  missing=""; \
+	  for p in $(BENCH_DEB_REQUIRED) $(BENCH_DEB_OPTIONAL); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	  done; \
+	  if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      echo "bench: installing:$$missing"; \
+	      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null \
+	        || echo "bench: apt-get could not install:$$missing"; \
+	    else \
+	      echo "bench: missing Debian packages:$$missing"; \
+	      echo "bench: (sudo apt-get update && sudo apt-get install -y$$missing); optional ones only skip a peer or the plots"; \
+	    fi; \
+	  fi; \
+	  for p in $(BENCH_DEB_REQUIRED); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" \
+	      || { echo "bench: required package $$p is missing"; exit 1; }; \
+	  done; \
+	fi
+
+bench-build: bench-deps
+	@mkdir -p $(BENCH_BUILD)
+	@echo "cmake -S $(BENCH_MK_DIR) -B $(BENCH_BUILD) -DCMAKE_BUILD_TYPE=Release"
+	@cmake -S $(BENCH_MK_DIR) -B $(BENCH_BUILD) -DCMAKE_BUILD_TYPE=Release >$(BENCH_BUILD)/configure.log 2>&1 \
+	  || { cat $(BENCH_BUILD)/configure.log; exit 1; }
+	@grep '^-- bench:' $(BENCH_BUILD)/configure.log || true
+	cmake --build $(BENCH_BUILD) -j $(BENCH_JOBS)
+
+bench: bench-build
+	$(BENCH_PYTHON) $(BENCH_MK_DIR)/run.py --bindir $(BENCH_BUILD) --results $(BENCH_RESULTS) $(BENCH_ARGS)
+
+bench-smoke: bench-build
+	$(BENCH_PYTHON) $(BENCH_MK_DIR)/run.py --bindir $(BENCH_BUILD) --results $(BENCH_RESULTS) --smoke $(BENCH_ARGS)
+
+bench-report: $(if $(BENCH_REUSE),bench-deps,bench)
+	$(BENCH_PYTHON) $(BENCH_MK_DIR)/report.py --results $(BENCH_RESULTS)/bench-latest.json \
+	  --out $(BENCH_MK_ROOT)/docs/benchmarks.md --png-dir $(BENCH_MK_ROOT)/docs
+
+bench-clean:
+	rm -rf $(BENCH_BUILD)
+
+# Included: leave the including makefile's default goal alone.
+ifeq ($(BENCH_MK_STANDALONE),yes)
+.DEFAULT_GOAL := bench-help
+else
+.DEFAULT_GOAL := $(BENCH_MK_SAVED_GOAL)
+endif

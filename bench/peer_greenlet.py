@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+"""Peer: a greenlet scheduler run the way the reference (Python) scheduler runs.
+
+    /usr/bin/python3 peer_greenlet.py yield|wait --n N --m M --reps R
+
+The scheduler loop is the reference's shape, written here from its
+description: every rank is a greenlet whose parent is the driver; a round
+switches to each live rank in rank order; a rank yields by switching back to
+the driver (one switch to the driver per yield); after every round the
+driver drains the pending worker waits and collectives until both are empty.
+`wait` makes every rank wait on a fresh handle per step (enqueue, then
+switch to the driver until a drain completed it), like kb_bench wait.
+
+Timing as in kb_bench: every rank makes one warm-up call, stamps the clock,
+makes M calls, stamps it again; ns per call = (latest last stamp - earliest
+first stamp) / (N * M). A warm-up repetition (not reported) comes first.
+Output: KBR lines (see bench_common.h).
+"""
+import argparse
+import sys
+import time
+
+try:
+    from greenlet import greenlet, getcurrent
+    import greenlet as _greenlet_module
+except ImportError:  # pragma: no cover - the runner checks first
+    print("peer_greenlet: python3-greenlet is not installed", file=sys.stderr)
+    sys.exit(4)
+
+
+class Engine:
+    """A trivial engine: every wait completes at once (counted)."""
+
+    def __init__(self):
+        self.waits = 0
+
+    def wait(self, handle):
+        self.waits += 1
+
+
+def yield_():
+    """A bare yield: one switch to the driver (the rank's parent)."""
+    getcurrent().parent.switch()
+
+
+class Backend:
+    def __init__(self):
+        self.pending_collectives = []
+
+
+class Distributed:
+    def __init__(self):
+        self.backend = Backend()
+
+
+class Context:
+    def __init__(self, engine):
+        self.engine = engine
+        self.distributed = Distributed()
+        self.pending_waits = []
+        self.completed = set()
+
+    def wait(self, handle):
+        """Rank side: return at once if completed, else queue it and switch
+        to the driver until a drain has completed it."""
+        if handle in self.completed:
+            return
+        self.pending_waits.append(handle)
+        while handle not in self.completed:
+            yield_()
+
+    def drain(self):
+        """After every round: worker waits first (FIFO), then collectives,
+        until both queues are empty at once. The collective queue is looked
+        up through the distributed backend every time, as the reference's
+        drain does."""
+        dist = getattr(self, "distributed", None)
+        backend = getattr(dist, "backend", None) if dist is not None else None
+        colls = getattr(backend, "pending_collectives", None) if backend is not None else None
+        while self.pending_waits or colls:
+            while self.pending_waits:
+                h = self.pending_waits.pop(0)
+                if h not in self.completed:
+                    wait = getattr(self.engine, "wait", None)
+                    if wait is not None:
+                        wait(h)
+                    self.completed.add(h)
+            while colls:
+                h, _sip, _meta = colls.pop(0)
+                if h not in self.completed:
+                    self.engine.wait(h)
+                    self.completed.add(h)
+
+
+def spawn(ctx, fn, nprocs):
+    """Run fn(rank) on nprocs greenlets, round-robin, draining after each
+    round; re-raise the first failure after killing the live siblings."""
+    errors = {}
+
+    def make_entry(rank):
+        def entry():
+            try:
+                fn(rank)
+            except Exception as e:  # recorded, then re-raised into the driver
+                errors[rank] = e
+                raise
+        return entry
+
+    ranks = [greenlet(make_entry(r)) for r in range(nprocs)]
+    try:
+        while True:
+            live = [g for g in ranks if not g.dead]
+            if not live:
+                break
+            for g in live:
+                if not g.dead:
+                    g.switch()
+            ctx.drain()
+    except Exception:
+        for g in ranks:
+            if not g.dead:
+                try:
+                    g.throw(SystemExit)
+                except BaseException:
+                    pass
+        ctx.pending_waits.clear()
+        ctx.distributed.backend.pending_collectives.clear()
+        raise RuntimeError("spawn failed on ranks %s" % sorted(errors))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["yield", "wait"])
+    ap.add_argument("--n", type=int, default=1)
+    ap.add_argument("--m", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=5)
+    a = ap.parse_args()
+    n, m = a.n, a.m
+    ctx = Context(Engine())
+    t_first = [0] * n
+    t_last = [0] * n
+    base = [0]
+    clock = time.perf_counter_ns
+
+    if a.mode == "yield":
+        def rank_fn(rank):
+            yield_()
+            t_first[rank] = clock()
+            for _ in range(m):
+                yield_()
+            t_last[rank] = clock()
+    else:
+        def rank_fn(rank):
+            b = base[0]
+            ctx.wait(b + 1 + rank)
+            t_first[rank] = clock()
+            for s in range(1, m + 1):
+                ctx.wait(b + 1 + s * n + rank)
+            t_last[rank] = clock()
+
+    print("KBI,greenlet_version,%s" % _greenlet_module.__version__)
+    print("KBI,python_version,%s" % sys.version.split()[0])
+    for rep in range(-1, a.reps):
+        spawn(ctx, rank_fn, n)
+        base[0] += (m + 1) * n
+        ops = n * m
+        if rep >= 0:
+            ns = (max(t_last) - min(t_first)) / ops
+            print("KBR,%s,greenlet,0,%d,%d,%.3f,ns,%d" % (a.mode, n, rep, ns, ops))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
