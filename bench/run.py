@@ -418,6 +418,7 @@ class Runner:
         self.wait_quiet()
         started = datetime.datetime.now(datetime.timezone.utc)
         load_start = loadavg()
+        machine = machine_info()  # before the jobs: the commit that was built
         t0 = time.monotonic()
         print("libkbthreads benchmarks (%s, %d repetitions per figure)" %
               ("smoke" if self.plan.smoke else "full", self.plan.reps), flush=True)
@@ -439,7 +440,7 @@ class Runner:
             "duration_s": round(duration, 1),
             "load_start": load_start,
             "load_end": loadavg(),
-            "machine": machine_info(),
+            "machine": machine,
             "build_type": build_type(self.bindir),
             "params": {
                 "reps": self.plan.reps, "ns": self.plan.ns, "kb_ops": self.plan.kb_ops,
