@@ -173,7 +173,10 @@ int main(int argc, char **argv)
     if (o.pin)
         bench_pin_here();
 
-    nmembers = o.n + 1;
+    /* A yield loop of N ranks passes the baton among N threads (rounds with
+     * nothing to drain leave the driver out): the ring has N members, and 2
+     * at N = 1, the smallest ring with a handoff. */
+    nmembers = o.n < 2 ? 2 : o.n;
     slots = aligned_alloc(64, sizeof *slots * (size_t)(nmembers + 1));
     if (!slots)
         bench_die("out of memory");

@@ -215,7 +215,7 @@ def plot(R, png, pin, title, series_spec):
             "set xtics (%s)" % ", ".join("'%d' %d" % (n, n) for n in R.ns),
             "set ytics ('10 ns' 10, '100 ns' 100, '1 µs' 1e3, '10 µs' 1e4, '100 µs' 1e5, '1 ms' 1e6, "
             "'10 ms' 1e7, '100 ms' 1e8)",
-            "set xlabel 'N (ranks; the floors: a ring of N+1 threads)'",
+            "set xlabel 'N (ranks; the floors: a ring of N threads, 2 at N=1)'",
             "set ylabel 'per yield or per handoff (median; bars: min to max)'",
             "set grid xtics ytics mytics",
             "set key inside left top opaque box samplen 3 spacing 1.1",
@@ -370,7 +370,8 @@ def write_report(R, src, out, png_dir, notes_path):
         w("![ns per yield against N, every thread on one CPU](bench-yield-pinned.png)")
         w("")
     w("libkbthreads, greenlet and SimGrid: ns per yield (N ranks, each yielding M times). Floors: ns per "
-      "handoff in a ring of N+1 threads (the thread count of a spawn of N ranks: N ranks and the driver). "
+      "handoff in a ring of N threads (2 at N=1): the threads a yield loop of N ranks passes the baton among, "
+      "since rounds with nothing to drain leave the driver out. "
       "Median (min–max).")
     w("")
     series = [("yield", "kbthreads", 0), ("yield", "kbthreads", 1), ("handoff", "futex_ring", 0),
@@ -469,13 +470,12 @@ def write_report(R, src, out, png_dir, notes_path):
                           for r in rws if r[4] is not None)))
     if floor_missed:
         w("")
-        w("  Why: a round that goes back to the driver (for the drain) is N+1 handoffs, N ranks and then the "
-          "driver, so when every handoff wakes a sleeping thread a yield costs (N+1)/N ring handoffs (2 at "
-          "N=1, 1.5 at N=2, 1.125 at N=8), plus the library's own work per turn; a round with nothing to "
-          "drain can skip the driver. Unpinned, where the baton comes straight back (two threads taking "
-          "turns) 1.25x needs the waiting thread not to sleep, i.e. a short spin while the other CPU is "
-          "free. Pinned, nothing can spin (the next holder needs the only CPU). At large N the ratio is the "
-          "library's bookkeeping and cache misses per turn next to one wake-up.")
+        w("  Why: a yield is one handoff to the next rank, like a ring's, so the ratio is the library's own "
+          "work per turn (its bookkeeping and the cache misses over N ranks' state) next to one wake-up. "
+          "Unpinned, a wake-up of a thread on the other, idle vCPU costs 10-25 µs on this VM and varies "
+          "from run to run; where the baton comes straight back (two threads taking turns) only a short "
+          "spin while the other CPU is free would avoid it. Pinned, nothing can spin (the next holder "
+          "needs the only CPU).")
         w("")
     if t2 is not None:
         bad = [r for r in t2_rows if r[4] is False]
@@ -656,8 +656,8 @@ def write_report(R, src, out, png_dir, notes_path):
       "again. Only one rank runs at a time, so from the earliest first stamp to the latest last stamp "
       "exactly M whole rounds pass (N·M calls, N·M + M handoffs, M drains); thread creation and teardown "
       "are outside. M = max(4, ⌈%d / N⌉); a warm-up spawn comes first." % p["kb_ops"])
-    w("- **Floors** (`bench/floor_ring.c`): a ring of N+1 threads passes a token, %d handoffs per run "
-      "(condvar ring: max(16, %d / (N+1)), as each of its handoffs wakes every thread); a controller thread "
+    w("- **Floors** (`bench/floor_ring.c`): a ring of N threads (2 at N=1) passes a token, %d handoffs per run "
+      "(condvar ring: max(16, %d / N), as each of its handoffs wakes every thread); a controller thread "
       "starts and ends each run, its two handoffs counted among the others. futex: one futex word per "
       "thread with three states (empty, posted, sleeping), no wake call when the owner does not sleep, no "
       "spinning. Pinned: every thread on the CPU the main thread is on. `swapcontext`: two contexts on one "

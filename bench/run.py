@@ -67,7 +67,7 @@ class Plan:
         return max(floor, ceil_div(ops, n))
 
     def cond_handoffs(self, n):
-        return max(16 if not self.smoke else 4, min(self.ring_ops, self.cond_budget // (n + 1)))
+        return max(16 if not self.smoke else 4, min(self.ring_ops, self.cond_budget // max(n, 2)))
 
 
 def sh(cmd):
