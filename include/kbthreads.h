@@ -230,8 +230,10 @@ KB_API kb_ctx *kb_current_ctx(void);
 KB_API int kb_cancelled(void);
 
 /**
- * Give the baton to the next rank of the round (or the driver at the end of
- * the round) and wait for this rank's next turn. 0; KB_EPERM outside a rank.
+ * Give the baton to the next rank of the round (at the end of the round: to
+ * the driver for the drain, or, when there is nothing to drain, straight to
+ * the next round's first rank) and wait for this rank's next turn. 0;
+ * KB_EPERM outside a rank.
  *
  * UNWIND mode: a cancelled rank never returns from here; its thread unwinds,
  * running its pthread_cleanup_push handlers, one rank at a time.

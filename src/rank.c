@@ -4,9 +4,10 @@
  *
  * Everything here runs on a rank thread that holds the baton, except the
  * waits on its own slot. A rank gives the baton away only in
- * rank_suspend() (to the next live rank of the round, or the driver at the
- * end of the round) and in rank_finish() (likewise, or to the driver when it
- * failed or was being cancelled).
+ * rank_suspend() (to the next rank of the round; at the end of the round to
+ * the driver, or to the next round's first rank when there is nothing to
+ * drain: kb_round_boundary) and in rank_finish() (likewise, or to the
+ * driver when it failed or was being cancelled).
  */
 #include <pthread.h>
 #include <stdarg.h>
