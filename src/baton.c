@@ -73,3 +73,13 @@ void kb_slot_wait(struct kb_slot *s)
 {
     kb_slot_wait_until(s, NULL);
 }
+
+void kb_slot_wait_spin(struct kb_slot *s, unsigned spins)
+{
+    for (unsigned i = 0; i < spins; i++) {
+        if ((ck_pr_load_32(&s->word) & COUNT) != s->seen)
+            break; /* posted: take it below without sleeping */
+        ck_pr_stall();
+    }
+    kb_slot_wait_until(s, NULL);
+}

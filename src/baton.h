@@ -48,6 +48,10 @@ void kb_slot_init(struct kb_slot *s);
 void kb_slot_post(struct kb_slot *s);
 /* Owner only: block until the slot is posted, then hold the baton. */
 void kb_slot_wait(struct kb_slot *s);
+/* Owner only: the same, but first look at the word up to spins times
+ * (with a CPU pause between looks) before going to sleep. Pays only when
+ * the baton comes back soon and the poster has a CPU of its own. */
+void kb_slot_wait_spin(struct kb_slot *s, unsigned spins);
 /* Owner only: the same, but give up at the absolute CLOCK_MONOTONIC time
  * deadline: 0 = posted (the caller holds the baton), -1 = timed out (it
  * does not; call again). */

@@ -49,7 +49,7 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
     rk->susp = susp;
     rk->susp_handle = h;
     pass_on(rk);
-    kb_slot_wait(&rk->w->slot);
+    kb_slot_wait_spin(&rk->w->slot, rk->run->spins);
     kb_turn_begin(rk);
     rk->susp = KB_SUSP_NONE;
     if (!rk->cancelled)

@@ -13,6 +13,9 @@
 
 #include "alloc.h"
 #include "run.h"
+#ifdef KB_HAVE_VALGRIND_H
+#include <valgrind/valgrind.h>
+#endif
 #include "schedule.h"
 #include "timeline.h"
 
@@ -58,6 +61,25 @@ static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
         run->crash_report = 1;
     size_t min = (size_t)sysconf(_SC_SIGSTKSZ);
     run->altstack_size = min > 65536 ? min : 65536;
+}
+
+/* How long a suspended rank looks at its slot before it sleeps. Spinning
+ * pays only when the baton comes back soon and every thread of the loop
+ * has a CPU of its own: at most as many ranks as online CPUs (rounds with
+ * nothing to drain leave the driver out), not pinned to one CPU (there the
+ * next holder needs the CPU a spinner would burn), and not under Valgrind
+ * (which runs one thread at a time). About 200 pauses, a few microseconds:
+ * less than one cross-CPU wake-up here (docs/benchmarks.md). */
+static unsigned spin_budget(const struct kb_run *run)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef KB_HAVE_VALGRIND_H
+    if (RUNNING_ON_VALGRIND)
+        return 0;
+#endif
+    if (run->affinity == KB_AFFINITY_ONE_CPU || run->nprocs < 2 || run->nprocs > ncpu)
+        return 0;
+    return 200;
 }
 
 /* A path from the options, else the environment's (empty = unset). */
@@ -298,6 +320,7 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
         int cpu = sched_getcpu();
         run->cpu = cpu >= 0 ? cpu : 0;
     }
+    run->spins = spin_budget(run);
     run->driver_tid = gettid();
     if (run->stall_ms)
         kb_watch_setup(run);

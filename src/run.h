@@ -95,6 +95,7 @@ struct kb_run {
     int pos;           /* index in order of the rank holding the baton */
     uint64_t round_t0; /* with a timeline: when the current round began */
     int fast_rounds;   /* ranks may run round boundaries themselves (not in a timed kb_join) */
+    unsigned spins;    /* looks at its slot a suspended rank takes before sleeping (run.c) */
     int stop;          /* enum kb_stop, written by the rank handing to the driver */
     int failed_rank;   /* with KB_STOP_FAILED */
     int barrier_arrived;
