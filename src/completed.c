@@ -67,8 +67,3 @@ int kb_completed_add(struct kb_completed *c, kb_handle h)
     /* ck_hs_put fails only on allocation failure once we know k is absent. */
     return ck_hs_put(&c->hs, hash, k) ? 0 : KB_ENOMEM;
 }
-
-size_t kb_completed_count(const struct kb_completed *c)
-{
-    return (size_t)ck_hs_count((ck_hs_t *)&c->hs);
-}

@@ -21,6 +21,5 @@ void kb_completed_free(struct kb_completed *c);
 int kb_completed_has(const struct kb_completed *c, kb_handle h);
 /* 0 (added or already there) or KB_ENOMEM. */
 int kb_completed_add(struct kb_completed *c, kb_handle h);
-size_t kb_completed_count(const struct kb_completed *c);
 
 #endif

@@ -61,8 +61,8 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
     return KB_ECANCELED;
 }
 
-/* The rank's function has ended (returned or unwound): leave the live list
- * and hand the baton on for the last time. */
+/* The rank's function has ended (returned or unwound): retire it and
+ * hand the baton on for the last time. */
 static void rank_finish(struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;

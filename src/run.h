@@ -45,7 +45,7 @@ enum kb_susp {
 /* Why a rank handed the baton to the driver. */
 enum kb_stop {
     KB_STOP_NONE = 0,
-    KB_STOP_ROUND = 1,  /* the last rank of the round suspended or finished */
+    KB_STOP_ROUND = 1,  /* the round ended and the driver has work (kb_round_boundary) */
     KB_STOP_FAILED = 2, /* a rank failed; run->failed_rank says which */
     KB_STOP_DONE = 3,   /* a rank being cancelled has finished */
 };
