@@ -328,6 +328,18 @@ typedef struct kb_spawn_opts {
      *  the driver is on when the spawn starts (only one runs at a time, so
      *  nothing is lost, and a handoff stays on one CPU's caches); the
      *  driver's own affinity is restored when kb_spawn/kb_join returns.
+     *  KB_AFFINITY_SPREAD: pin rank r's thread to the r-th CPU (modulo
+     *  their number) of those the driver may run on when the spawn starts;
+     *  the driver stays unpinned. A rank handing the baton on also wakes
+     *  the rank after the next one ahead of time, when that one sits on
+     *  another CPU than the next holder, and a rank so woken watches its
+     *  slot on its own CPU for up to about 50 microseconds before it sleeps
+     *  again: a handoff between ranks on different CPUs then needs no
+     *  wake-up of a sleeping thread. Costs a CPU's worth of spinning while
+     *  ranks are handing the baton on; pays where waking a sleeping thread
+     *  on another CPU is expensive (docs/benchmarks.md). Under Valgrind
+     *  the ranks are pinned but nobody is woken ahead. With one usable
+     *  CPU it pins everything there like KB_AFFINITY_ONE_CPU's ranks.
      *  Other values: KB_EINVAL. */
     int affinity;
     /** The order of the ranks within a round: KB_SCHED_ROUND_ROBIN (default,
@@ -370,6 +382,9 @@ typedef struct kb_spawn_opts {
 
 /** kb_spawn_opts.affinity: everything on the driver's CPU. */
 #define KB_AFFINITY_ONE_CPU 1
+/** kb_spawn_opts.affinity: ranks spread over the driver's CPUs, the next
+ *  holder woken one turn ahead. */
+#define KB_AFFINITY_SPREAD 2
 
 /** Statistics of a spawn (kb_spawn_opts.stats). The caller may point
  *  rank_turns / rank_cpu_ns at arrays of rank_cap entries to get per-rank

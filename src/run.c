@@ -175,7 +175,7 @@ static int check_spawn_args(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const 
             return KB_EINVAL;
         if (opts->cancel_mode != KB_CANCEL_UNWIND && opts->cancel_mode != KB_CANCEL_RETURN)
             return KB_EINVAL;
-        if (opts->affinity != 0 && opts->affinity != KB_AFFINITY_ONE_CPU)
+        if (opts->affinity != 0 && opts->affinity != KB_AFFINITY_ONE_CPU && opts->affinity != KB_AFFINITY_SPREAD)
             return KB_EINVAL;
         if (opts->schedule != KB_SCHED_ROUND_ROBIN && opts->schedule != KB_SCHED_SEEDED)
             return KB_EINVAL;
