@@ -30,15 +30,34 @@ void kb_slot_post(struct kb_slot *s)
         syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline)
+/* Look at the word until a post arrives or ns nanoseconds pass: 1 if
+ * posted. The clock is read every few pauses (a pause is 10-150 cycles
+ * depending on the CPU, so a count of them is no measure of time). */
+static int watch_for_post(struct kb_slot *s, unsigned ns)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        for (int i = 0; i < 16; i++) {
+            if ((ck_pr_load_32(&s->word) & COUNT) != s->seen)
+                return 1;
+            ck_pr_stall();
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= (long)ns)
+            return 0;
+    }
+}
+
+static int slot_wait(struct kb_slot *s, const struct timespec *deadline, unsigned nudged_ns)
 {
     for (;;) {
         uint32_t w = ck_pr_load_32(&s->word);
         if ((w & COUNT) != s->seen) {
             /* Exactly one post per wait (the poster held the baton), so the
-             * count moved by one. We hold the baton now: nobody else writes
-             * the word until we pass the baton on, so clearing our flag
-             * races with nothing. */
+             * count moved by one. We hold the baton now: no post comes until
+             * we pass it on. A late nudge may still clear the flag too; both
+             * writes are atomic and mean the same. */
             s->seen = w & COUNT;
             if (w & SLEEPING)
                 ck_pr_and_32(&s->word, COUNT);
@@ -58,6 +77,14 @@ int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline)
          * absolute time; the bitset must be MATCH_ANY). */
         long r = syscall(SYS_futex, &s->word, FUTEX_WAIT_BITSET_PRIVATE, w, deadline, NULL,
                          FUTEX_BITSET_MATCH_ANY);
+        if (nudged_ns) {
+            /* Our flag gone but no post: a nudge. The baton is on its way:
+             * watch for it here rather than sleep. */
+            uint32_t now = ck_pr_load_32(&s->word);
+            if ((now & COUNT) == s->seen && !(now & SLEEPING))
+                watch_for_post(s, nudged_ns);
+            continue;
+        }
         if (r != 0 && deadline) {
             struct timespec now;
             clock_gettime(CLOCK_MONOTONIC, &now);
@@ -69,17 +96,31 @@ int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline)
     }
 }
 
-void kb_slot_wait(struct kb_slot *s)
+int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline)
 {
-    kb_slot_wait_until(s, NULL);
+    return slot_wait(s, deadline, 0);
 }
 
-void kb_slot_wait_spin(struct kb_slot *s, unsigned spins)
+void kb_slot_wait(struct kb_slot *s)
+{
+    slot_wait(s, NULL, 0);
+}
+
+void kb_slot_wait_spin(struct kb_slot *s, unsigned spins, unsigned nudged_ns)
 {
     for (unsigned i = 0; i < spins; i++) {
         if ((ck_pr_load_32(&s->word) & COUNT) != s->seen)
             break; /* posted: take it below without sleeping */
         ck_pr_stall();
     }
-    kb_slot_wait_until(s, NULL);
+    slot_wait(s, NULL, nudged_ns);
+}
+
+void kb_slot_nudge(struct kb_slot *s)
+{
+    uint32_t w = ck_pr_load_32(&s->word);
+    /* Only a sleeping owner needs it; a failed CAS means the word moved (a
+     * post, or the owner woke): nothing to do either way. */
+    if ((w & SLEEPING) && ck_pr_cas_32(&s->word, w, w & COUNT))
+        syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }

@@ -26,7 +26,19 @@
  *
  * A post that comes before the owner waits is not lost (the count moved);
  * spurious futex returns, EINTR and EAGAIN are absorbed by the loop on the
- * word. Waking wakes only the slot's owner: no broadcast, no herd, O(1) in
+ * word.
+ *
+ * A nudge (KB_AFFINITY_SPREAD) wakes a sleeping owner without posting: it
+ * clears the sleep flag with a CAS and calls futex_wake. The owner finds
+ * no new count and its flag gone, so it knows it was nudged: it looks at
+ * the word for a while on its own CPU before it sleeps again, and a post
+ * arriving meanwhile needs no wake-up. A nudge is only a hint; it never
+ * moves the count, so it cannot hand out the baton. A nudger may come
+ * after the baton has moved on (it nudges after its own post), so unlike a
+ * poster it may write the word while its owner holds the baton; the
+ * owner's own writes are atomic read-modify-writes, so both land. Whoever
+ * frees a slot that may still be nudged waits for the nudgers first
+ * (sched.c, exited workers). Waking wakes only the slot's owner: no broadcast, no herd, O(1) in
  * the number of ranks.
  */
 #ifndef KB_BATON_H
@@ -50,8 +62,13 @@ void kb_slot_post(struct kb_slot *s);
 void kb_slot_wait(struct kb_slot *s);
 /* Owner only: the same, but first look at the word up to spins times
  * (with a CPU pause between looks) before going to sleep. Pays only when
- * the baton comes back soon and the poster has a CPU of its own. */
-void kb_slot_wait_spin(struct kb_slot *s, unsigned spins);
+ * the baton comes back soon and the poster has a CPU of its own. After a
+ * nudge, look at it for up to nudged_ns nanoseconds before sleeping again
+ * (0: sleep again at once). */
+void kb_slot_wait_spin(struct kb_slot *s, unsigned spins, unsigned nudged_ns);
+/* Wake the owner if it sleeps, without posting (see above). Any thread;
+ * the slot must stay allocated until the call returns. */
+void kb_slot_nudge(struct kb_slot *s);
 /* Owner only: the same, but give up at the absolute CLOCK_MONOTONIC time
  * deadline: 0 = posted (the caller holds the baton), -1 = timed out (it
  * does not; call again). */

@@ -9,6 +9,7 @@
  * drain: kb_round_boundary) and in rank_finish() (likewise, or to the
  * driver when it failed or was being cancelled).
  */
+#include <ck_pr.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,8 +29,9 @@ struct kb_rank *kb_self(void)
 }
 
 /* End this rank's turn: give the baton to the next rank of the round, or
- * to the driver when this rank is the last one. */
-static void pass_on(struct kb_rank *rk)
+ * to the driver when this rank is the last one. Returns a slot to nudge
+ * once the baton is passed (kb_ahead_of), with w->nudging set, or NULL. */
+static struct kb_slot *pass_on(struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;
     kb_turn_end(rk);
@@ -38,7 +40,11 @@ static void pass_on(struct kb_rank *rk)
         next = kb_round_boundary(run); /* the next round's first rank, if no driver work */
     if (next == KB_DRIVER)
         run->stop = KB_STOP_ROUND;
-    kb_handoff(run, next); /* may be this rank itself: a round of one */
+    struct kb_slot *ahead = kb_ahead_of(run, rk->index, next);
+    if (ahead)
+        ck_pr_store_int(&rk->w->nudging, 1); /* published by the post below */
+    kb_handoff(run, next);                   /* may be this rank itself: a round of one */
+    return ahead;
 }
 
 /* Suspend: hand the baton on and wait for this rank's next turn. Returns
@@ -48,8 +54,18 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
 {
     rk->susp = susp;
     rk->susp_handle = h;
-    pass_on(rk);
-    kb_slot_wait_spin(&rk->w->slot, rk->run->spins);
+    struct kb_slot *ahead = pass_on(rk);
+    /* The baton is gone: from here only fields fixed for the whole spawn
+     * (rk->run, rk->w, run->spins, run->nudged_ns) and our own slot. The
+     * nudge comes after the post so that it costs the next holder nothing;
+     * until nudging drops, the driver frees no exited worker (sched.c),
+     * and this rank is live, so the spawn cannot end meanwhile. */
+    if (ahead) {
+        kb_slot_nudge(ahead);
+        ck_pr_fence_release();
+        ck_pr_store_int(&rk->w->nudging, 0);
+    }
+    kb_slot_wait_spin(&rk->w->slot, rk->run->spins, rk->run->nudged_ns);
     kb_turn_begin(rk);
     rk->susp = KB_SUSP_NONE;
     if (!rk->cancelled)
@@ -108,8 +124,9 @@ void kb_rank_run(struct kb_worker *w, struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;
     rk->tid = gettid();
-    if (run->affinity == KB_AFFINITY_ONE_CPU ? w->pinned_cpu != run->cpu : w->pinned_cpu >= 0)
-        kb_worker_pin(w, run->affinity == KB_AFFINITY_ONE_CPU ? run->cpu : -1);
+    int cpu = kb_wanted_cpu(run, rk->index);
+    if (w->pinned_cpu != cpu)
+        kb_worker_pin(w, cpu);
     if (run->crash_report)
         kb_crash_altstack(w);
     tls_self = rk;

@@ -82,6 +82,38 @@ static unsigned spin_budget(const struct kb_run *run)
     return 200;
 }
 
+/* KB_AFFINITY_SPREAD: the CPUs the driver may run on, in order, which
+ * rank r's thread is pinned to round-robin (rank r on cpus[r % ncpus]), and
+ * whether ranks nudge the holder after next (they do with two CPUs or more,
+ * outside Valgrind, which runs one thread at a time). A nudged rank
+ * watches its slot for 50 us: longer than a wake-up of a sleeping thread
+ * on another CPU costs on the machines measured (10-25 us, docs/benchmarks.md),
+ * short enough that a rank whose turn runs long costs its watcher little.
+ * 0 or KB_ENOMEM. */
+static int resolve_spread(struct kb_run *run)
+{
+    if (run->affinity != KB_AFFINITY_SPREAD)
+        return 0;
+    cpu_set_t mask;
+    if (pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) != 0 || CPU_COUNT(&mask) == 0) {
+        int cpu = sched_getcpu();
+        CPU_ZERO(&mask);
+        CPU_SET(cpu >= 0 ? cpu : 0, &mask);
+    }
+    run->cpus = kb_calloc((size_t)CPU_COUNT(&mask), sizeof *run->cpus);
+    if (!run->cpus)
+        return KB_ENOMEM;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &mask))
+            run->cpus[run->ncpus++] = cpu;
+    run->nudged_ns = run->ncpus >= 2 ? 50000 : 0;
+#ifdef KB_HAVE_VALGRIND_H
+    if (RUNNING_ON_VALGRIND)
+        run->nudged_ns = 0;
+#endif
+    return 0;
+}
+
 /* A path from the options, else the environment's (empty = unset). */
 static const char *path_option(const char *given, const char *env)
 {
@@ -175,7 +207,8 @@ static int check_spawn_args(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const 
             return KB_EINVAL;
         if (opts->cancel_mode != KB_CANCEL_UNWIND && opts->cancel_mode != KB_CANCEL_RETURN)
             return KB_EINVAL;
-        if (opts->affinity != 0 && opts->affinity != KB_AFFINITY_ONE_CPU && opts->affinity != KB_AFFINITY_SPREAD)
+        if (opts->affinity != 0 && opts->affinity != KB_AFFINITY_ONE_CPU &&
+            opts->affinity != KB_AFFINITY_SPREAD)
             return KB_EINVAL;
         if (opts->schedule != KB_SCHED_ROUND_ROBIN && opts->schedule != KB_SCHED_SEEDED)
             return KB_EINVAL;
@@ -227,6 +260,7 @@ static void run_free(struct kb_run *run)
     free(run->live);
     free(run->stop_detail);
     free(run->order);
+    free(run->cpus);
     free(run->rank_turns);
     free(run->rank_cpu_ns);
     free(run->ranks);
@@ -301,6 +335,8 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
         rk->index = i;
     }
     int rc = resolve_schedule_options(run, opts);
+    if (rc == 0)
+        rc = resolve_spread(run);
     if (rc != 0) {
         run_free(run);
         return rc;

@@ -88,16 +88,17 @@ struct kb_run {
     size_t stack_size;
     struct kb_rank *ranks;
     /* (B) scheduler fields */
-    int holder;        /* KB_DRIVER or a rank index */
-    int nlive;         /* number of not-finished ranks */
-    int *order;        /* this round's ranks in visiting order (capacity nprocs) */
-    int norder;        /* entries in order */
-    int pos;           /* index in order of the rank holding the baton */
-    uint64_t round_t0; /* with a timeline: when the current round began */
-    int fast_rounds;   /* ranks may run round boundaries themselves (not in a timed kb_join) */
-    unsigned spins;    /* looks at its slot a suspended rank takes before sleeping (run.c) */
-    int stop;          /* enum kb_stop, written by the rank handing to the driver */
-    int failed_rank;   /* with KB_STOP_FAILED */
+    int holder;         /* KB_DRIVER or a rank index */
+    int nlive;          /* number of not-finished ranks */
+    int *order;         /* this round's ranks in visiting order (capacity nprocs) */
+    int norder;         /* entries in order */
+    int pos;            /* index in order of the rank holding the baton */
+    uint64_t round_t0;  /* with a timeline: when the current round began */
+    int fast_rounds;    /* ranks may run round boundaries themselves (not in a timed kb_join) */
+    unsigned spins;     /* looks at its slot a suspended rank takes before sleeping (run.c) */
+    unsigned nudged_ns; /* KB_AFFINITY_SPREAD: how long a nudged rank watches its slot; 0 = no nudges */
+    int stop;           /* enum kb_stop, written by the rank handing to the driver */
+    int failed_rank;    /* with KB_STOP_FAILED */
     int barrier_arrived;
     unsigned barrier_gen;
     /* failures in insertion order; capacity nprocs (each rank at most once) */
@@ -126,6 +127,8 @@ struct kb_run {
     size_t altstack_size;
     int affinity; /* kb_spawn_opts.affinity */
     int cpu;      /* with KB_AFFINITY_ONE_CPU: the CPU everyone runs on */
+    int *cpus;    /* with KB_AFFINITY_SPREAD: the driver's CPUs; rank r runs on cpus[r % ncpus] */
+    int ncpus;
     int schedule; /* kb_schedule */
     uint64_t rng; /* KB_SCHED_SEEDED: the generator's state */
     uint64_t seed;
@@ -154,6 +157,13 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
  * unwound were joined already) and free the run. Every rank must be
  * finished. */
 void kb_run_destroy(struct kb_run *run);
+
+/* The CPU a rank's thread is pinned to under the run's affinity option,
+ * -1 for none. */
+int kb_wanted_cpu(const struct kb_run *run, int rank);
+/* KB_AFFINITY_SPREAD: the slot to nudge when self hands the baton to next,
+ * or NULL (sched.c). */
+struct kb_slot *kb_ahead_of(const struct kb_run *run, int self, int next);
 
 /* Hand the baton to `to` (KB_DRIVER or a rank). Caller holds the baton. */
 void kb_handoff(struct kb_run *run, int to);

@@ -18,6 +18,7 @@
  */
 #include <ck_pr.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -39,6 +40,37 @@ void kb_handoff(struct kb_run *run, int to)
     if (run->stall_ms)
         kb_watch_stamp(run);
     kb_slot_post(to == KB_DRIVER ? &run->ctx->driver_slot : &run->ranks[to].w->slot);
+}
+
+/* The CPU rank runs on under the run's affinity option, -1 for none. */
+int kb_wanted_cpu(const struct kb_run *run, int rank)
+{
+    if (run->affinity == KB_AFFINITY_ONE_CPU)
+        return run->cpu;
+    if (run->affinity == KB_AFFINITY_SPREAD)
+        return run->cpus[rank % run->ncpus];
+    return -1;
+}
+
+/* KB_AFFINITY_SPREAD: the slot of the rank that most likely holds the
+ * baton after next, if it is worth waking now: it has run before (a rank's
+ * first wait is its worker's, which does not watch) and sits on another
+ * CPU than next, where it can watch its slot while next runs. At the end
+ * of a round that is this round's first rank: the next round's first in
+ * round-robin order, a guess in the others (a wrong guess costs a wasted
+ * watch, never the order). self: the holder (KB_DRIVER for the driver). Holder only, after next was
+ * chosen and before it is posted. */
+struct kb_slot *kb_ahead_of(const struct kb_run *run, int self, int next)
+{
+    if (!run->nudged_ns || next == KB_DRIVER || run->norder < 2)
+        return NULL;
+    int after = run->pos + 1 < run->norder ? run->order[run->pos + 1] : run->order[0];
+    if (after == next || after == self)
+        return NULL;
+    const struct kb_rank *ra = &run->ranks[after];
+    if (ra->state != KB_RS_STARTED || !ra->w || kb_wanted_cpu(run, after) == kb_wanted_cpu(run, next))
+        return NULL;
+    return &ra->w->slot;
 }
 
 void kb_rank_retire(struct kb_run *run, struct kb_rank *rk)
@@ -72,13 +104,23 @@ static void driver_wait(struct kb_run *run)
 }
 
 /* Driver: a rank thread that unwound is joined before anything else runs,
- * so its thread exit (TLS destructors included) overlaps no other code. */
-static void join_if_exited(struct kb_rank *rk)
+ * so its thread exit (TLS destructors included) overlaps no other code.
+ * With nudges (KB_AFFINITY_SPREAD), a rank that handed the baton on may
+ * still be about to nudge this worker's slot: wait until no rank is
+ * between its post and the end of its nudge. Ranks set nudging only while
+ * they hold the baton, which the driver holds now, so none starts. */
+static void join_if_exited(struct kb_run *run, struct kb_rank *rk)
 {
-    if (rk->w && rk->w->exited) {
-        kb_worker_end(rk->w);
-        rk->w = NULL;
+    if (!rk->w || !rk->w->exited)
+        return;
+    for (int i = 0; run->nudged_ns && i < run->nprocs; i++) {
+        struct kb_worker *w = run->ranks[i].w;
+        while (w && w != rk->w && ck_pr_load_int(&w->nudging))
+            sched_yield();
     }
+    ck_pr_fence_acquire();
+    kb_worker_end(rk->w);
+    rk->w = NULL;
 }
 
 static void cancel_rank(struct kb_run *run, struct kb_rank *rk)
@@ -99,7 +141,7 @@ static void cancel_rank(struct kb_run *run, struct kb_rank *rk)
     run->pos = 0;
     kb_handoff(run, rk->index);
     driver_wait(run);
-    join_if_exited(rk);
+    join_if_exited(run, rk);
 }
 
 void kb_sched_cancel_all(struct kb_run *run, int abort_engine)
@@ -268,13 +310,16 @@ int kb_sched_round(struct kb_run *run)
     if (build_order(run) != 0)
         return stop_run(run, KB_EDIVERGED);
     begin_round(run);
+    struct kb_slot *ahead = kb_ahead_of(run, KB_DRIVER, run->order[0]);
     kb_handoff(run, run->order[0]);
+    if (ahead)
+        kb_slot_nudge(ahead); /* safe after the post: only the driver frees workers */
     /* Ranks now pass the baton among themselves, through as many rounds
      * as need no drain work (kb_round_boundary), until one hands it back. */
     driver_wait(run);
     end_round(run);
     if (run->stop == KB_STOP_FAILED) {
-        join_if_exited(&run->ranks[run->failed_rank]);
+        join_if_exited(run, &run->ranks[run->failed_rank]);
         if (run->record)
             kb_record_end(run->record, "failed rank %d", run->failed_rank);
         return stop_run(run, KB_ESPAWN);

@@ -43,6 +43,7 @@ struct kb_worker {
     size_t stack_size;    /* 0 = default */
     int named_rank;       /* the rank its thread name shows, -1 none */
     int pinned_cpu;       /* the CPU it is pinned to, -1 none */
+    int nudging;          /* ck_pr: between its post and the end of its nudge (rank.c) */
     cpu_set_t orig_mask;  /* its affinity when created, restored when unpinned */
     void *altstack;       /* the crash report's signal stack, or NULL */
     size_t altstack_size;

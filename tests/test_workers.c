@@ -150,6 +150,118 @@ static void test_affinity_one_cpu_pins_every_rank_and_restores_the_driver(void *
     assert_int_equal(kb_ctx_destroy(ctx), 0);
 }
 
+/* The CPUs the calling thread may run on, in order; returns how many. */
+static int my_cpus(int *cpus, int cap)
+{
+    cpu_set_t set;
+    pthread_getaffinity_np(pthread_self(), sizeof set, &set);
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < cap; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[n++] = c;
+    return n;
+}
+
+static void test_affinity_spread_pins_rank_r_to_the_rth_cpu_and_leaves_the_driver(void **state)
+{
+    (void)state;
+    int cpus[CPU_SETSIZE];
+    int n = my_cpus(cpus, CPU_SETSIZE);
+    cpu_set_t mine;
+    pthread_getaffinity_np(pthread_self(), sizeof mine, &mine);
+    kb_ctx *ctx;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    kb_spawn_opts spread = {.affinity = KB_AFFINITY_SPREAD};
+    assert_int_equal(kb_spawn(ctx, record_rank, NULL, MAXR, &spread, NULL), 0);
+    for (int i = 0; i < MAXR; i++) {
+        assert_int_equal(ncpus_seen[i], 1);
+        assert_int_equal(cpu_seen[i], cpus[i % n]);
+    }
+    cpu_set_t after;
+    pthread_getaffinity_np(pthread_self(), sizeof after, &after);
+    assert_true(CPU_EQUAL(&mine, &after));
+    /* Reused without the option: unpinned again. */
+    assert_int_equal(kb_spawn(ctx, record_rank, NULL, MAXR, NULL, NULL), 0);
+    for (int i = 0; i < MAXR; i++)
+        assert_int_equal(ncpus_seen[i], CPU_COUNT(&mine));
+    assert_int_equal(kb_ctx_destroy(ctx), 0);
+}
+
+/* Ranks append to one log under the baton: the interleaving. */
+#define LOGCAP 4096
+static int turn_log[LOGCAP];
+static int nlog;
+
+static int logging_rank(int rank, void *arg)
+{
+    int steps = *(int *)arg;
+    for (int i = 0; i < steps + rank % 3; i++) {
+        turn_log[nlog++] = rank;
+        int rc = kb_yield();
+        if (rc != 0)
+            return rc;
+    }
+    turn_log[nlog++] = 100 + rank;
+    return 0;
+}
+
+static void test_affinity_spread_keeps_the_interleaving(void **state)
+{
+    (void)state;
+    static int baseline[LOGCAP];
+    int steps = 40, nbase;
+    kb_ctx *ctx;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    nlog = 0;
+    assert_int_equal(kb_spawn(ctx, logging_rank, &steps, 7, NULL, NULL), 0);
+    nbase = nlog;
+    memcpy(baseline, turn_log, sizeof baseline);
+    kb_spawn_opts spread = {.affinity = KB_AFFINITY_SPREAD};
+    for (int run = 0; run < 20; run++) {
+        nlog = 0;
+        assert_int_equal(kb_spawn(ctx, logging_rank, &steps, 7, &spread, NULL), 0);
+        assert_int_equal(nlog, nbase);
+        assert_memory_equal(turn_log, baseline, sizeof(int) * (size_t)nbase);
+    }
+    assert_int_equal(kb_ctx_destroy(ctx), 0);
+}
+
+static int raising_late_rank(int rank, void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 50; i++) {
+        if (rank == 4 && i == 30)
+            kb_raise(9, "rank 4 leaves mid-run");
+        int rc = kb_yield();
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void test_affinity_spread_fails_cancels_and_replaces_threads_like_the_default(void **state)
+{
+    (void)state;
+    kb_ctx *ctx;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    long before = kbt_thread_baseline();
+    kb_spawn_opts spread = {.affinity = KB_AFFINITY_SPREAD};
+    for (int run = 0; run < 10; run++) {
+        kb_spawn_error *err = NULL;
+        assert_int_equal(kb_spawn(ctx, raising_late_rank, NULL, MAXR, &spread, &err), KB_ESPAWN);
+        assert_int_equal(kb_spawn_error_count(err), 1);
+        assert_int_equal(kb_spawn_error_get(err, 0)->rank, 4);
+        assert_int_equal(kb_spawn_error_get(err, 0)->code, 9);
+        kb_spawn_error_free(err);
+    }
+    /* Every rank unwound (rank 4 raised, the others were cancelled): their
+     * threads ended and were joined; nothing left behind. */
+    assert_int_equal(kbt_settle_tasks(before, 2000), before);
+    assert_int_equal(kb_spawn(ctx, record_rank, NULL, MAXR, &spread, NULL), 0);
+    assert_int_equal(kb_ctx_destroy(ctx), 0);
+    assert_int_equal(kbt_settle_tasks(before, 2000), before);
+}
+
 static void test_an_unknown_affinity_is_EINVAL(void **state)
 {
     (void)state;
@@ -169,6 +281,9 @@ int main(void)
         cmocka_unit_test(test_an_unwound_ranks_thread_is_replaced_in_the_next_spawn),
         cmocka_unit_test(test_a_different_stack_size_gets_new_threads),
         cmocka_unit_test(test_affinity_one_cpu_pins_every_rank_and_restores_the_driver),
+        cmocka_unit_test(test_affinity_spread_pins_rank_r_to_the_rth_cpu_and_leaves_the_driver),
+        cmocka_unit_test(test_affinity_spread_keeps_the_interleaving),
+        cmocka_unit_test(test_affinity_spread_fails_cancels_and_replaces_threads_like_the_default),
         cmocka_unit_test(test_an_unknown_affinity_is_EINVAL),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,103 @@
+/*
+ * The baton's wait slot (src/baton.h), below the scheduler: a nudge wakes a
+ * sleeping owner without handing it the baton, the owner watches its slot
+ * for a while and then sleeps again, and a nudge to an owner that does not
+ * sleep changes nothing.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "baton.h"
+
+#define SLEEPING 0x80000000u
+
+static struct kb_slot slot;
+static int returned; /* __atomic: the owner came back from its wait */
+
+static uint32_t word(void)
+{
+    return __atomic_load_n(&slot.word, __ATOMIC_SEQ_CST);
+}
+
+/* Poll until the owner is asleep (its flag up) or ms pass: 1 if asleep. */
+static int owner_sleeps_within(int ms)
+{
+    for (int i = 0; i < ms * 10; i++) {
+        if (word() & SLEEPING)
+            return 1;
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
+    return 0;
+}
+
+static void *owner(void *arg)
+{
+    (void)arg;
+    kb_slot_wait_spin(&slot, 0, 200000000); /* after a nudge: watch for 200 ms */
+    __atomic_store_n(&returned, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static void test_a_nudge_wakes_a_sleeping_owner_without_giving_it_the_baton(void **state)
+{
+    (void)state;
+    kb_slot_init(&slot);
+    returned = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, owner, NULL), 0);
+    assert_true(owner_sleeps_within(5000));
+    kb_slot_nudge(&slot);
+    /* The nudge took the flag down; only an owner that woke, watched and
+     * went back to sleep puts it up again. */
+    assert_false(word() & SLEEPING);
+    assert_true(owner_sleeps_within(5000));
+    assert_int_equal(__atomic_load_n(&returned, __ATOMIC_SEQ_CST), 0); /* no baton */
+    assert_int_equal(word() & ~SLEEPING, 0);                           /* no post */
+    kb_slot_post(&slot);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(returned, 1);
+}
+
+static void test_a_nudge_to_an_owner_that_does_not_sleep_changes_nothing(void **state)
+{
+    (void)state;
+    kb_slot_init(&slot);
+    kb_slot_post(&slot); /* a post the owner has not taken yet */
+    uint32_t before = word();
+    kb_slot_nudge(&slot);
+    assert_int_equal(word(), before);
+    kb_slot_wait(&slot); /* takes it at once */
+    kb_slot_nudge(&slot);
+    assert_int_equal(word(), before);
+}
+
+static void test_a_post_during_the_watch_is_taken_by_the_watching_owner(void **state)
+{
+    (void)state;
+    kb_slot_init(&slot);
+    returned = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, owner, NULL), 0);
+    assert_true(owner_sleeps_within(5000));
+    kb_slot_nudge(&slot);
+    kb_slot_post(&slot); /* while it watches (or before): taken either way */
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(returned, 1);
+    assert_false(word() & SLEEPING);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_nudge_wakes_a_sleeping_owner_without_giving_it_the_baton),
+        cmocka_unit_test(test_a_nudge_to_an_owner_that_does_not_sleep_changes_nothing),
+        cmocka_unit_test(test_a_post_during_the_watch_is_taken_by_the_watching_owner),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
