@@ -64,6 +64,8 @@ void bench_parse(int argc, char **argv, struct bench_opts *o)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--pin") == 0) {
             o->pin = 1;
+        } else if (strcmp(a, "--spread") == 0) {
+            o->spread = 1;
         } else if (strcmp(a, "--n") == 0) {
             o->n = parse_long(a, v);
             i++;
@@ -87,6 +89,8 @@ void bench_parse(int argc, char **argv, struct bench_opts *o)
     }
     if (o->n < 1 || o->m < 1 || o->k < 1)
         bench_die("--n, --m and --k must be at least 1");
+    if (o->pin && o->spread)
+        bench_die("--pin and --spread exclude each other (one CPU for every thread, or a CPU per rank)");
 }
 
 int bench_pin_here(void)

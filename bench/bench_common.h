@@ -7,8 +7,9 @@
  *   KBR,<bench>,<impl>,<pin>,<n>,<rep>,<value>,<unit>,<ops>
  *
  * bench: yield, wait, collective, spawn_cold, spawn_repeat, mem_idle,
- * mem_peak, handoff, switch, maxn; impl: kbthreads, futex_ring, sem_ring,
- * cond_bcast, swapcontext, ...; pin: 1 if every thread shares one CPU; n:
+ * mem_peak, handoff, switch, maxn; impl: kbthreads, kbthreads_spread (the
+ * KB_AFFINITY_SPREAD spawn option), futex_ring, sem_ring, cond_bcast,
+ * swapcontext, ...; pin: 1 if every thread shares one CPU; n:
  * the number of ranks (a ring of n + 1 threads for the floors); value in
  * unit (ns, KiB or ranks); ops: how many operations the value averages.
  * Lines starting with "KBI," are key/value facts about the run (for the
@@ -33,18 +34,20 @@ void bench_info(const char *key, const char *value);
 /** Print "<prog>: <message>" on stderr and exit(2). */
 __attribute__((noreturn, format(printf, 1, 2))) void bench_die(const char *fmt, ...);
 
-/** Common options: --n N --m M --reps R --pin --stack BYTES --k K. */
+/** Common options: --n N --m M --reps R --pin --spread --stack BYTES --k K. */
 struct bench_opts {
     const char *mode; /* the first positional argument, or NULL */
     long n;           /* ranks (or ring members - 1) */
     long m;           /* yields / handoffs / iterations per repetition */
     int reps;         /* measured repetitions (a warm-up one comes first) */
     int pin;          /* pin every thread to the CPU the main thread is on */
+    int spread;       /* kb_bench: ranks spread over the CPUs (KB_AFFINITY_SPREAD) */
     long stack;       /* stack size in bytes, 0 = default */
     long k;           /* a second count (spawns per repetition) */
 };
 
-/** Parse argv into o (defaults: n 1, m 1000, reps 5, pin 0, stack 0, k 1). */
+/** Parse argv into o (defaults: n 1, m 1000, reps 5, pin 0, spread 0, stack
+ *  0, k 1). --pin together with --spread is a usage error (exit 2). */
 void bench_parse(int argc, char **argv, struct bench_opts *o);
 
 /** Pin the calling thread to the CPU it is running on; returns that CPU. */

@@ -159,6 +159,8 @@ int main(int argc, char **argv)
 {
     struct bench_opts o;
     bench_parse(argc, argv, &o);
+    if (o.spread)
+        bench_die("--spread is a kb_bench option (the floors have no ranks to spread)");
     static const char *const names[] = {"futex_ring", "sem_ring", "cond_bcast"};
     if (o.mode && strcmp(o.mode, "futex") == 0)
         kind = K_FUTEX;

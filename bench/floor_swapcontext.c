@@ -25,6 +25,8 @@ int main(int argc, char **argv)
 {
     struct bench_opts o;
     bench_parse(argc, argv, &o);
+    if (o.spread)
+        bench_die("--spread is a kb_bench option (the swapcontext floor has no ranks to spread)");
     size_t stack_size = 64 * 1024;
     void *stack = malloc(stack_size);
     if (!stack)

@@ -1,12 +1,15 @@
 /*
  * libkbthreads benchmarks, all through the public API (kb_spawn).
  *
- *   kb_bench yield      --n N --m M --reps R [--pin]   ns per kb_yield
- *   kb_bench wait       --n N --m M --reps R [--pin]   ns per kb_wait on a fresh handle (a drain per round)
- *   kb_bench collective --n N --m M --reps R [--pin]   ns per collective submit + wait
- *   kb_bench spawn      --n N --k K --reps R [--pin]   ns per rank: cold (fresh ctx) and repeated (one ctx)
- *   kb_bench mem        --n N [--stack BYTES]          KiB per rank: resident while idle, and peak
- *   kb_bench maxn       --n N [--stack BYTES]          does a spawn of N ranks (one yield each) run? exit 0/3
+ *   kb_bench yield      --n N --m M --reps R [--pin|--spread]   ns per kb_yield
+ *   kb_bench wait       --n N --m M --reps R [--pin|--spread]   ns per kb_wait on a fresh handle (a drain
+ *                                                                per round)
+ *   kb_bench collective --n N --m M --reps R [--pin|--spread]   ns per collective submit + wait
+ *   kb_bench spawn      --n N --k K --reps R [--pin|--spread]   ns per rank: cold (fresh ctx) and repeated
+ *                                                                (one ctx)
+ *   kb_bench mem        --n N [--stack BYTES]                   KiB per rank: resident while idle, and peak
+ *   kb_bench maxn       --n N [--stack BYTES]                   does a spawn of N ranks (one yield each)
+ *                                                                run? exit 0/3
  *
  * Timing of the loops: every rank makes one warm-up call (its first turn
  * also starts its thread's function), stamps the clock, makes M calls and
@@ -20,6 +23,11 @@
  * library's KB_AFFINITY_ONE_CPU spawn option when the header has it,
  * otherwise by pinning the driver before the first spawn (rank threads
  * inherit its affinity). The KBI line pin_method says which.
+ *
+ * --spread spawns with the KB_AFFINITY_SPREAD option (rank r on the r-th
+ * CPU the driver may use, the driver unpinned, the holder after next woken
+ * ahead). Its figures are reported as impl "kbthreads_spread" with pin 0:
+ * they compare with the unpinned floors, the threads not sharing one CPU.
  */
 #include <kbthreads.h>
 
@@ -101,8 +109,23 @@ static kb_ctx *ctx_or_die(void)
     return ctx;
 }
 
+/* The impl name of the loop and spawn figures. */
+static const char *affinity_impl(const struct bench_opts *o)
+{
+    return o->spread ? "kbthreads_spread" : "kbthreads";
+}
+
 static void set_pinning(const struct bench_opts *o, kb_spawn_opts *so)
 {
+    if (o->spread) {
+#ifdef KB_AFFINITY_SPREAD
+        so->affinity = KB_AFFINITY_SPREAD;
+        bench_info("spread_method", "option");
+        return;
+#else
+        bench_die("--spread: this libkbthreads has no KB_AFFINITY_SPREAD");
+#endif
+    }
     if (!o->pin)
         return;
 #ifdef KB_AFFINITY_ONE_CPU
@@ -135,7 +158,8 @@ static void run_loop(const struct bench_opts *o, enum loop_kind kind, const char
         a.base += (kb_handle)(o->m + 1) * (kb_handle)o->n;
         uint64_t ops = (uint64_t)o->n * (uint64_t)o->m;
         if (rep >= 0)
-            bench_emit(name, "kbthreads", o->pin, o->n, rep, (double)(last - first) / (double)ops, "ns", ops);
+            bench_emit(name, affinity_impl(o), o->pin, o->n, rep, (double)(last - first) / (double)ops, "ns",
+                       ops);
     }
     int rc = kb_ctx_destroy(a.ctx);
     if (rc)
@@ -167,8 +191,8 @@ static void run_spawn(const struct bench_opts *o)
         }
         uint64_t t1 = bench_now_ns();
         if (rep >= 0)
-            bench_emit("spawn_cold", "kbthreads", o->pin, o->n, rep, (double)(t1 - t0) / (double)ops, "ns",
-                       ops);
+            bench_emit("spawn_cold", affinity_impl(o), o->pin, o->n, rep, (double)(t1 - t0) / (double)ops,
+                       "ns", ops);
     }
     /* Repeated: K spawns per repetition on one ctx, after a first one. */
     kb_ctx *ctx = ctx_or_die();
@@ -178,7 +202,7 @@ static void run_spawn(const struct bench_opts *o)
         for (long k = 0; k < o->k; k++)
             spawn_or_die(ctx, return_at_once, NULL, o->n, &so);
         uint64_t t1 = bench_now_ns();
-        bench_emit("spawn_repeat", "kbthreads", o->pin, o->n, rep, (double)(t1 - t0) / (double)ops, "ns",
+        bench_emit("spawn_repeat", affinity_impl(o), o->pin, o->n, rep, (double)(t1 - t0) / (double)ops, "ns",
                    ops);
     }
     kb_ctx_destroy(ctx);
@@ -273,7 +297,9 @@ int main(int argc, char **argv)
     bench_parse(argc, argv, &o);
     if (!o.mode)
         bench_die("usage: kb_bench yield|wait|collective|spawn|mem|maxn [--n N] [--m M] [--k K] [--reps R] "
-                  "[--pin] [--stack BYTES]");
+                  "[--pin | --spread] [--stack BYTES]");
+    if (o.spread && (strcmp(o.mode, "mem") == 0 || strcmp(o.mode, "maxn") == 0))
+        bench_die("--spread applies to yield, wait, collective and spawn, not %s", o.mode);
     bench_info("kb_version", kb_version());
     if (strcmp(o.mode, "yield") == 0)
         run_loop(&o, LOOP_YIELD, "yield");

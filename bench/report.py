@@ -22,6 +22,7 @@ ROOT = os.path.dirname(HERE)
 
 LABELS = {
     "kbthreads": "libkbthreads",
+    "kbthreads_spread": "libkbthreads, spread",
     "futex_ring": "futex ring",
     "sem_ring": "semaphore ring",
     "cond_bcast": "mutex + condvar broadcast",
@@ -93,6 +94,16 @@ class Results:
         return min(c) if c else (None, None)
 
 
+# The libkbthreads configurations the targets are checked for, in the order of
+# the report's rows: (tag, impl, pin). Each is compared with the floors of the
+# same pin. "spread" is the KB_AFFINITY_SPREAD spawn option (kb_bench
+# --spread): its threads do not share one CPU, so its figures have pin 0 and
+# it is held to the unpinned floors.
+CONFIGS = [("unpinned", "kbthreads", 0), ("spread", "kbthreads_spread", 0), ("pinned", "kbthreads", 1)]
+CONFIG_PIN = {tag: pin for tag, _, pin in CONFIGS}
+CONFIG_IMPL = {tag: impl for tag, impl, _ in CONFIGS}
+
+
 def ratio(a, b):
     return a / b if a is not None and b else None
 
@@ -105,10 +116,10 @@ def verdict(ok):
 # Targets (issue 4)
 # ---------------------------------------------------------------------------
 
-def target_floor(R, pin):
+def target_floor(R, pin, impl="kbthreads"):
     rows, oks = [], []
     for n in R.ns:
-        kb = R.med("yield", "kbthreads", pin, n)
+        kb = R.med("yield", impl, pin, n)
         fl, which = R.floor(pin, n)
         r = ratio(kb, fl)
         ok = None if r is None else r <= 1.25
@@ -118,10 +129,10 @@ def target_floor(R, pin):
     return rows, (all(measured) if measured else None)
 
 
-def target_simgrid(R):
+def target_simgrid(R, impl="kbthreads"):
     rows, oks = [], []
     for n in R.ns:
-        kb = R.med("yield", "kbthreads", 0, n)
+        kb = R.med("yield", impl, 0, n)
         sg = R.med("yield", "simgrid_thread", 0, n)
         r = ratio(kb, sg)
         ok = None if r is None else r <= 0.25
@@ -131,15 +142,15 @@ def target_simgrid(R):
     return rows, (all(measured) if measured else None)
 
 
-def target_flat(R, pin):
-    a = R.med("yield", "kbthreads", pin, 4096)
-    b = R.med("yield", "kbthreads", pin, 8)
+def target_flat(R, pin, impl="kbthreads"):
+    a = R.med("yield", impl, pin, 4096)
+    b = R.med("yield", impl, pin, 8)
     r = ratio(a, b)
     return a, b, r, (None if r is None else r <= 1.5)
 
 
-def target_spawn(R, pin):
-    rows = [(n, R.med("spawn_repeat", "kbthreads", pin, n), R.med("spawn_cold", "kbthreads", pin, n))
+def target_spawn(R, pin, impl="kbthreads"):
+    rows = [(n, R.med("spawn_repeat", impl, pin, n), R.med("spawn_cold", impl, pin, n))
             for n in R.ns]
     measured = [v for _, v, _ in rows if v is not None]
     return rows, (max(measured) <= 10000 if measured else None)
@@ -290,6 +301,8 @@ def write_report(R, src, out, png_dir, notes_path):
                                  "inherited": "driver pinned before the spawn, ranks inherit its CPU (the header "
                                               "has no KB_AFFINITY_ONE_CPU yet)"}.get(
                                      d["info"].get("pin_method"), "not run")),
+        ("spread libkbthreads", "the KB_AFFINITY_SPREAD spawn option (kb_bench --spread)"
+         if d["info"].get("spread_method") == "option" else "not run"),
         ("run", "%s UTC, %.0f s; load average (1, 5, 15 min) %s at the start, %s at the end" % (
             d["started"].replace("T", " ").split("+")[0], d["duration_s"],
             ", ".join("%.2f" % x for x in d["load_start"]), ", ".join("%.2f" % x for x in d["load_end"]))),
@@ -326,10 +339,12 @@ def write_report(R, src, out, png_dir, notes_path):
     # -- targets
     w("## Targets")
     w("")
-    t1 = {pin: target_floor(R, pin) for pin in (0, 1) if R.has("yield", "kbthreads", pin)}
+    # Keyed by configuration tag (CONFIGS), in CONFIGS order: unpinned, spread, pinned.
+    t1 = {tag: target_floor(R, pin, impl) for tag, impl, pin in CONFIGS if R.has("yield", impl, pin)}
     t2_rows, t2 = target_simgrid(R)
-    t3 = {pin: target_flat(R, pin) for pin in (0, 1) if R.has("yield", "kbthreads", pin)}
-    t4 = {pin: target_spawn(R, pin) for pin in (0, 1) if R.has("spawn_repeat", "kbthreads", pin)}
+    t2s = target_simgrid(R, "kbthreads_spread") if R.has("yield", "kbthreads_spread", 0) else None
+    t3 = {tag: target_flat(R, pin, impl) for tag, impl, pin in CONFIGS if R.has("yield", impl, pin)}
+    t4 = {tag: target_spawn(R, pin, impl) for tag, impl, pin in CONFIGS if R.has("spawn_repeat", impl, pin)}
     mem_n, mem_v, t5 = target_memory(R)
     spare, t6_rows, t6 = target_spare(R)
 
@@ -337,28 +352,71 @@ def write_report(R, src, out, png_dir, notes_path):
         vals = [r[idx] for r in rows if r[idx] is not None]
         return max(vals) if vals else None
 
-    summary = []
-    for pin, (rows, ok) in t1.items():
-        tag = "pinned" if pin else "unpinned"
-        summary.append(("yield ≤ 1.25x one handoff of the faster ring, same N, %s" % tag,
-                        "worst %s" % fmt_ratio(worst(rows, 4)), verdict(ok)))
-    summary.append(("yield ≤ 0.25x SimGrid thread factory, every N", "worst %s" % fmt_ratio(worst(t2_rows, 3)),
-                    verdict(t2)))
-    for pin, (a, b, r, ok) in t3.items():
-        summary.append(("flat: yield at N=4096 ≤ 1.5x N=8, %s" % ("pinned" if pin else "unpinned"),
-                        "%s / %s = %s" % (fmt_ns(a), fmt_ns(b), fmt_ratio(r)), verdict(ok)))
-    for pin, (rows, ok) in t4.items():
-        summary.append(("repeated spawn on one ctx ≤ 10 µs per rank, every N, %s" % (
-            "pinned" if pin else "unpinned"), "worst %s" % fmt_ns(worst(rows, 1)), verdict(ok)))
-    summary.append(("≤ 64 KiB resident per idle rank, N=4096, default options",
-                    "%s" % ("–" if mem_v is None else "%.1f KiB (N=%d)" % (mem_v, mem_n)), verdict(t5)))
-    summary.append(("spare CPU, N ≤ %d: yield ≤ 1 µs and faster than greenlet" % spare,
-                    ", ".join("N=%d: %s vs %s" % (n, fmt_ns(kb), fmt_ns(gl)) for n, kb, gl, _ in t6_rows) or "–",
-                    verdict(t6)))
+    def measured_only(rows, idx):
+        """" (measured at N = ... only)" when not every N of the run has the figure (a smoke run's spread jobs)."""
+        have = [r[0] for r in rows if r[idx] is not None]
+        return "" if len(have) == len(rows) else " (measured at N = %s only)" % ", ".join(str(n) for n in have)
+
+    def spread_vs_default(bench):
+        """A sentence on what the spread option changes for this figure against the default, unpinned."""
+        pairs = [(n, R.med(bench, "kbthreads_spread", 0, n), R.med(bench, "kbthreads", 0, n)) for n in R.ns]
+        pairs = [(n, a, b) for n, a, b in pairs if a is not None and b]
+        if not pairs:
+            return ""
+        return (" `KB_AFFINITY_SPREAD` (the spread rows) is that kind of spin: every rank on a CPU of its own, the "
+                "holder after next woken one turn ahead to watch its slot. With it a %s costs %s (spread / "
+                "default unpinned: %s)." % (
+                    bench, ", ".join("N=%d %s" % (n, fmt_ns(a)) for n, a, _ in pairs),
+                    ", ".join(fmt_ratio(a / b) for _, a, b in pairs)))
+
+    # Every row with the configuration it is about: "unpinned" (default
+    # options; also the rows without a mark), "pinned" (KB_AFFINITY_ONE_CPU),
+    # "spread" (KB_AFFINITY_SPREAD). The spread rows sit next to the default
+    # unpinned ones and are counted apart.
+    summary, configs = [], []
+
+    def target_row(config, text, measured, ok):
+        summary.append((text, measured, verdict(ok)))
+        configs.append(config)
+
+    floor_text = {"unpinned": "unpinned", "pinned": "pinned",
+                  "spread": "spread (against the unpinned ring)"}
+    for tag, (rows, ok) in t1.items():
+        target_row(tag, "yield ≤ 1.25x one handoff of the faster ring, same N, %s" % floor_text[tag],
+                   "worst %s%s" % (fmt_ratio(worst(rows, 4)), measured_only(rows, 4)), ok)
+    target_row("unpinned", "yield ≤ 0.25x SimGrid thread factory, every N",
+               "worst %s" % fmt_ratio(worst(t2_rows, 3)), t2)
+    if t2s is not None:
+        target_row("spread", "yield ≤ 0.25x SimGrid thread factory, every N, spread",
+                   "worst %s%s" % (fmt_ratio(worst(t2s[0], 3)), measured_only(t2s[0], 3)), t2s[1])
+    for tag, (a, b, r, ok) in t3.items():
+        target_row(tag, "flat: yield at N=4096 ≤ 1.5x N=8, %s" % tag,
+                   "%s / %s = %s" % (fmt_ns(a), fmt_ns(b), fmt_ratio(r)), ok)
+    for tag, (rows, ok) in t4.items():
+        target_row(tag, "repeated spawn on one ctx ≤ 10 µs per rank, every N, %s" % tag,
+                   "worst %s%s" % (fmt_ns(worst(rows, 1)), measured_only(rows, 1)), ok)
+    target_row("unpinned", "≤ 64 KiB resident per idle rank, N=4096, default options",
+               "%s" % ("–" if mem_v is None else "%.1f KiB (N=%d)" % (mem_v, mem_n)), t5)
+    target_row("unpinned", "spare CPU, N ≤ %d: yield ≤ 1 µs and faster than greenlet" % spare,
+               ", ".join("N=%d: %s vs %s" % (n, fmt_ns(kb), fmt_ns(gl)) for n, kb, gl, _ in t6_rows) or "–", t6)
     w(md_table(["target (issue 4)", "measured (medians)", "verdict"], summary))
     w("")
-    nmet = sum(1 for s in summary if s[2] == "**met**")
-    w("%d of %d targets met in this run." % (nmet, len(summary)))
+
+    def count(tags):
+        rows = [row for row, c in zip(summary, configs) if c in tags]
+        return sum(1 for row in rows if row[2] == "**met**"), len(rows)
+
+    nmet, ntot = count(("unpinned", "pinned"))
+    parts = ["%d of the %d rows marked unpinned or without a mark (default options, threads unpinned)"
+             % count(("unpinned",))]
+    if "pinned" in configs:
+        parts.append("%d of the %d rows marked pinned (`KB_AFFINITY_ONE_CPU`)" % count(("pinned",)))
+    line = "**%d of %d targets met in this run with the default options%s**: %s." % (
+        nmet, ntot, " and `KB_AFFINITY_ONE_CPU`" if "pinned" in configs else "", ", ".join(parts))
+    if "spread" in configs:
+        line += (" **With `KB_AFFINITY_SPREAD`** (the rows marked spread, counted apart): %d of %d met."
+                 % count(("spread",)))
+    w(line)
     w("")
 
     # -- yield
@@ -374,7 +432,8 @@ def write_report(R, src, out, png_dir, notes_path):
       "since rounds with nothing to drain leave the driver out. "
       "Median (min–max).")
     w("")
-    series = [("yield", "kbthreads", 0), ("yield", "kbthreads", 1), ("handoff", "futex_ring", 0),
+    series = [("yield", "kbthreads", 0), ("yield", "kbthreads_spread", 0), ("yield", "kbthreads", 1),
+              ("handoff", "futex_ring", 0),
               ("handoff", "futex_ring", 1), ("handoff", "sem_ring", 0), ("handoff", "sem_ring", 1),
               ("handoff", "cond_bcast", 0), ("handoff", "cond_bcast", 1), ("yield", "greenlet", 0),
               ("yield", "simgrid_thread", 0), ("yield", "simgrid_raw", 0)]
@@ -396,18 +455,27 @@ def write_report(R, src, out, png_dir, notes_path):
     hdr = ["N"] + [str(n) for n in R.ns]
     rrows = []
     def mixed(pairs):
-        return " †" if any(R.get(*p) and R.busy(R.get(*p)) for p in pairs) else ""
+        if not all(R.get(*p) for p in pairs):
+            return ""  # a ratio that was not measured ("–")
+        return " †" if any(R.busy(R.get(*p)) for p in pairs) else ""
 
-    for pin, (rws, _) in t1.items():
-        rrows.append(["libkbthreads / faster ring%s (target ≤ 1.25)" % (", pinned" if pin else "")]
+    floor_label = {"unpinned": "libkbthreads / faster ring (target ≤ 1.25)",
+                   "spread": "libkbthreads spread / faster ring (unpinned) (target ≤ 1.25)",
+                   "pinned": "libkbthreads / faster ring, pinned (target ≤ 1.25)"}
+    for tag, (rws, _) in t1.items():
+        impl, pin = CONFIG_IMPL[tag], CONFIG_PIN[tag]
+        rrows.append([floor_label[tag]]
                      + ["%s%s%s" % (fmt_ratio(r[4]), "" if r[4] is None else (" ✓" if r[5] else " ✗"),
-                                    mixed([("yield", "kbthreads", pin, r[0]), ("handoff", r[3], pin, r[0])]))
+                                    mixed([("yield", impl, pin, r[0]), ("handoff", r[3], pin, r[0])]))
                         for r in rws])
-    if any(r[3] is not None for r in t2_rows):
-        rrows.append(["libkbthreads / SimGrid thread (target ≤ 0.25)"]
-                     + ["%s%s%s" % (fmt_ratio(r[3]), "" if r[3] is None else (" ✓" if r[4] else " ✗"),
-                                    mixed([("yield", "kbthreads", 0, r[0]), ("yield", "simgrid_thread", 0, r[0])]))
-                        for r in t2_rows])
+    for impl, label, sg_rows in (("kbthreads", "libkbthreads / SimGrid thread (target ≤ 0.25)", t2_rows),
+                                 ("kbthreads_spread", "libkbthreads spread / SimGrid thread (target ≤ 0.25)",
+                                  t2s[0] if t2s else [])):
+        if any(r[3] is not None for r in sg_rows):
+            rrows.append([label]
+                         + ["%s%s%s" % (fmt_ratio(r[3]), "" if r[3] is None else (" ✓" if r[4] else " ✗"),
+                                        mixed([("yield", impl, 0, r[0]), ("yield", "simgrid_thread", 0, r[0])]))
+                            for r in sg_rows])
     for impl in ("greenlet", "simgrid_raw"):
         if R.has("yield", impl, 0):
             rrows.append(["libkbthreads / %s" % LABELS[impl]]
@@ -416,10 +484,12 @@ def write_report(R, src, out, png_dir, notes_path):
     if R.has("handoff", "cond_bcast", 0):
         rrows.append(["condvar broadcast / faster ring (the naive baton)"]
                      + [fmt_ratio(ratio(R.med("handoff", "cond_bcast", 0, n), R.floor(0, n)[0])) for n in R.ns])
-    if 1 in t1 and 0 in t1:
-        rrows.append(["libkbthreads pinned / unpinned"]
-                     + [fmt_ratio(ratio(R.med("yield", "kbthreads", 1, n), R.med("yield", "kbthreads", 0, n)))
-                        for n in R.ns])
+    for tag in ("pinned", "spread"):
+        if tag in t1 and "unpinned" in t1:
+            rrows.append(["libkbthreads %s / unpinned" % tag]
+                         + [fmt_ratio(ratio(R.med("yield", CONFIG_IMPL[tag], CONFIG_PIN[tag], n),
+                                            R.med("yield", "kbthreads", 0, n)))
+                            for n in R.ns])
     if R.has("handoff", "futex_ring", 1):
         rrows.append(["futex ring pinned / unpinned"]
                      + ["%s%s" % (fmt_ratio(ratio(R.med("handoff", "futex_ring", 1, n),
@@ -455,17 +525,18 @@ def write_report(R, src, out, png_dir, notes_path):
                   ", ".join(fmt_ns(u) for n, u, p in slow), ", ".join(fmt_ns(p) for n, u, p in slow),
                   ", ".join("N=%d" % n for n, u, p in slow), " (the † figures)" if busy_rows else ""))
     floor_missed = False
-    for pin, (rws, ok) in t1.items():
+    for tag, (rws, ok) in t1.items():
         bad = [r for r in rws if r[5] is False]
         good = [r for r in rws if r[5]]
-        tag = "pinned" if pin else "unpinned"
         if ok:
-            w("- **Floor, %s: met at every N.** A yield costs at most %s of the faster ring's handoff."
-              % (tag, fmt_ratio(worst(rws, 4))))
+            w("- **Floor, %s: met at every N%s.** A yield costs at most %s of the faster %sring's handoff."
+              % (floor_text[tag], measured_only(rws, 4), fmt_ratio(worst(rws, 4)),
+                 "unpinned " if tag == "spread" else ""))
         elif ok is False:
             floor_missed = True
             w("- **Floor, %s: not met at N = %s**; met at %s. Ratios: %s." % (
-                tag, ", ".join(str(r[0]) for r in bad), ", ".join(str(r[0]) for r in good) or "no N",
+                floor_text[tag], ", ".join(str(r[0]) for r in bad),
+                ", ".join(str(r[0]) for r in good) or "no N",
                 "; ".join("N=%d %s (%s vs %s)" % (r[0], fmt_ratio(r[4]), fmt_ns(r[1]), fmt_ns(r[2]))
                           for r in rws if r[4] is not None)))
     if floor_missed:
@@ -475,16 +546,19 @@ def write_report(R, src, out, png_dir, notes_path):
           "Unpinned, a wake-up of a thread on the other, idle vCPU costs 10-25 µs on this VM and varies "
           "from run to run; where the baton comes straight back (two threads taking turns) only a short "
           "spin while the other CPU is free would avoid it. Pinned, nothing can spin (the next holder "
-          "needs the only CPU).")
+          "needs the only CPU).%s" % spread_vs_default("yield"))
         w("")
-    if t2 is not None:
-        bad = [r for r in t2_rows if r[4] is False]
-        if t2:
-            w("- **SimGrid thread factory: met at every N** (worst %s). SimGrid's thread factory pays two "
-              "handoffs per yield (actor → maestro → next actor)." % fmt_ratio(worst(t2_rows, 3)))
+    for tag, sg_rows, sg_ok in (("", t2_rows, t2), (", spread", t2s[0] if t2s else [], t2s[1] if t2s else None)):
+        if sg_ok is None:
+            continue
+        if sg_ok:
+            w("- **SimGrid thread factory%s: met at every N%s** (worst %s).%s" % (
+                tag, measured_only(sg_rows, 3), fmt_ratio(worst(sg_rows, 3)),
+                "" if tag else " SimGrid's thread factory pays two handoffs per yield (actor → maestro → next "
+                               "actor)."))
         else:
             parts = []
-            for n, kb, sg, r, ok in t2_rows:
+            for n, kb, sg, r, ok in sg_rows:
                 if ok is False:
                     budget = 0.25 * sg
                     fl = R.floor(0, n)[0]
@@ -492,20 +566,25 @@ def write_report(R, src, out, png_dir, notes_path):
                         n, fmt_ratio(r), fmt_ns(budget),
                         "" if fl is None else ", %s one ring handoff of %s" % (
                             "below" if budget < fl else "above", fmt_ns(fl))))
-            w("- **SimGrid thread factory: not met at %s.** SimGrid's thread factory pays two handoffs per "
-              "yield (actor → maestro → next actor) plus its own bookkeeping; where a quarter of it is below "
-              "one ring handoff, only yields that avoid waking a sleeping thread can meet it." % "; ".join(parts))
-    for pin, (a, b, r, ok) in t3.items():
+            if tag:
+                w("- **SimGrid thread factory%s: not met at %s.**" % (tag, "; ".join(parts)))
+            else:
+                w("- **SimGrid thread factory: not met at %s.** SimGrid's thread factory pays two handoffs per "
+                  "yield (actor → maestro → next actor) plus its own bookkeeping; where a quarter of it is "
+                  "below one ring handoff, only yields that avoid waking a sleeping thread can meet it."
+                  % "; ".join(parts))
+    for tag, (a, b, r, ok) in t3.items():
         if ok is not None:
+            pin = CONFIG_PIN[tag]
             fa, fb = R.floor(pin, 4096)[0], R.floor(pin, 8)[0]
             fr = ratio(fa, fb)
-            w("- **Flat in N, %s: %s** (N=4096 / N=8 = %s; the faster ring itself: %s, %s → %s%s)." % (
-                "pinned" if pin else "unpinned", "met" if ok else "not met", fmt_ratio(r), fmt_ratio(fr),
-                fmt_ns(fb), fmt_ns(fa),
+            w("- **Flat in N, %s: %s** (N=4096 / N=8 = %s; the faster %sring itself: %s, %s → %s%s)." % (
+                tag, "met" if ok else "not met", fmt_ratio(r), "unpinned " if tag == "spread" else "",
+                fmt_ratio(fr), fmt_ns(fb), fmt_ns(fa),
                 ": the floor is not flat either, likely because a handoff among 4097 threads touches memory "
                 "that is no longer in cache" if fr is not None and fr > 1.3 else ""))
-    for pin, (t4_rows, ok) in t4.items():
-        tag = "pinned" if pin else "unpinned"
+    for tag, (t4_rows, ok) in t4.items():
+        pin = CONFIG_PIN[tag]
         pairs = [(n, v, c) for n, v, c in t4_rows if v is not None and c]
         reused = [(n, v / c) for n, v, c in pairs if v / c < 0.5]
         not_reused = [(n, v / c) for n, v, c in pairs if v / c >= 0.5]
@@ -531,7 +610,7 @@ def write_report(R, src, out, png_dir, notes_path):
                            "one wakes the driver, (N+1)/N handoffs per rank; at N = %s those handoffs alone cost "
                            "%s per rank (the faster %s ring), so 10 µs needs cheaper handoffs there."
                            % (", ".join(str(n) for n, _, _ in hard), ", ".join(fmt_ns(x) for _, _, x in hard),
-                              tag))
+                              "pinned" if pin else "unpinned"))
             if soft:
                 why.append("At N = %s the (N+1)/N handoffs of a round account for %s of the %s per rank; the "
                            "rest is the spawn's own work per rank and per spawn."
@@ -542,7 +621,7 @@ def write_report(R, src, out, png_dir, notes_path):
                        "here): keeping a ctx's threads parked and reusing them across spawns is the lever.")
         w("- **Repeated spawn, %s: %s.** Per rank on one ctx: %s; cold (fresh ctx, threads created and "
           "joined): %s. %s" % (
-              tag, "met" if ok else "not met",
+              tag, ("met" + measured_only(t4_rows, 1)) if ok else "not met",
               ", ".join("N=%d %s" % (n, fmt_ns(v)) for n, v, _ in t4_rows if v is not None),
               ", ".join("N=%d %s" % (n, fmt_ns(c)) for n, _, c in t4_rows if c is not None), " ".join(why)))
     if t5 is not None:
@@ -558,11 +637,14 @@ def write_report(R, src, out, png_dir, notes_path):
         if noswitch:
             waits = ["N=%d %s" % (n, fmt_ns(R.med("wait", "kbthreads", 0, n))) for n in noswitch
                      if R.med("wait", "kbthreads", 0, n) is not None]
+            spread_waits = ["N=%d %s" % (n, fmt_ns(R.med("wait", "kbthreads_spread", 0, n))) for n in noswitch
+                            if R.med("wait", "kbthreads_spread", 0, n) is not None]
             text += (". At N = %s a yield costs less than one `swapcontext`: no thread switch happens (a single "
                      "rank whose round has nothing to drain keeps the baton), so this is met without a handoff. "
-                     "A wait, whose round needs the drain and so the driver, costs %s (wait table below): the "
+                     "A wait, whose round needs the drain and so the driver, costs %s%s (wait table below): the "
                      "case where a spare CPU would have to carry a real handoff under 1 µs"
-                     % (", ".join(str(n) for n in noswitch), ", ".join(waits) or "–"))
+                     % (", ".join(str(n) for n in noswitch), ", ".join(waits) or "–",
+                        "; with the spread option %s" % ", ".join(spread_waits) if spread_waits else ""))
         else:
             text += (". A yield under 1 µs means the rank and the driver meet without sleeping: one spins on "
                      "its own CPU while the other runs")
@@ -577,9 +659,13 @@ def write_report(R, src, out, png_dir, notes_path):
       "on the same handle. ns per wait, median (min–max); greenlet: the same waits in the Python scheduler.")
     w("")
     rows = []
-    for bench, impl in (("wait", "kbthreads"), ("collective", "kbthreads"), ("wait", "greenlet")):
+    for bench, impl, label in (("wait", "kbthreads", "libkbthreads wait"),
+                               ("wait", "kbthreads_spread", "libkbthreads, spread: wait"),
+                               ("collective", "kbthreads", "libkbthreads collective"),
+                               ("collective", "kbthreads_spread", "libkbthreads, spread: collective"),
+                               ("wait", "greenlet", "greenlet (Python) wait")):
         if R.has(bench, impl, 0):
-            rows.append(["%s %s" % (LABELS[impl], bench)] + [R.cell(bench, impl, 0, n) for n in R.ns])
+            rows.append([label] + [R.cell(bench, impl, 0, n) for n in R.ns])
     if R.has("wait", "kbthreads", 0):
         rows.append(["libkbthreads wait / yield"] + [
             fmt_ratio(ratio(R.med("wait", "kbthreads", 0, n), R.med("yield", "kbthreads", 0, n))) for n in R.ns])
@@ -594,11 +680,11 @@ def write_report(R, src, out, png_dir, notes_path):
       "(min–max).")
     w("")
     rows = []
-    for pin in (0, 1):
+    for tag, impl, pin in CONFIGS:
         for bench, label in (("spawn_cold", "cold (fresh ctx)"), ("spawn_repeat", "repeated on one ctx")):
-            if R.has(bench, "kbthreads", pin):
-                rows.append([label + (", pinned" if pin else "")] + [R.cell(bench, "kbthreads", pin, n)
-                                                                     for n in R.ns])
+            if R.has(bench, impl, pin):
+                rows.append([label + ("" if tag == "unpinned" else ", " + tag)]
+                            + [R.cell(bench, impl, pin, n) for n in R.ns])
     w(md_table(["N"] + [str(n) for n in R.ns], rows))
     w("")
 
@@ -656,6 +742,15 @@ def write_report(R, src, out, png_dir, notes_path):
       "again. Only one rank runs at a time, so from the earliest first stamp to the latest last stamp "
       "exactly M whole rounds pass (N·M calls, N·M + M handoffs, M drains); thread creation and teardown "
       "are outside. M = max(4, ⌈%d / N⌉); a warm-up spawn comes first." % p["kb_ops"])
+    spread_ns = p.get("spread_ns", R.ns)
+    if R.has("yield", "kbthreads_spread", 0) or R.has("spawn_repeat", "kbthreads_spread", 0):
+        w("- **Spread** (`kb_bench --spread`, rows \"libkbthreads, spread\"): the same loops and spawns with the "
+          "`KB_AFFINITY_SPREAD` spawn option: rank r's thread pinned to the r-th CPU the driver may use (modulo "
+          "their number), the driver unpinned, and a rank handing the baton on also wakes the rank after next, "
+          "which spins on its own CPU before it would sleep. Its threads do not share one CPU, so it is held to "
+          "the unpinned floors; same M, K and number of runs as the default unpinned figures%s."
+          % ("" if list(spread_ns) == list(R.ns) else
+             "; measured at N = %s only in this run" % ", ".join(str(n) for n in spread_ns)))
     w("- **Floors** (`bench/floor_ring.c`): a ring of N threads (2 at N=1) passes a token, %d handoffs per run "
       "(condvar ring: max(16, %d / N), as each of its handoffs wakes every thread); a controller thread "
       "starts and ends each run, its two handoffs counted among the others. futex: one futex word per "
@@ -673,8 +768,9 @@ def write_report(R, src, out, png_dir, notes_path):
     w("- **Spawn**: K spawns per run, K = max(1, %d / N). **Memory**: see above. Every figure: %d runs; "
       "the runs of one figure share a process except SimGrid and memory (a process per run)."
       % (p["spawn_budget"], p["reps"]))
-    w("- Order: for each N, libkbthreads then the floors (unpinned, then pinned) then the peers, so "
-      "figures compared with each other are taken close in time.")
+    w("- Order: for each N, libkbthreads (default options%s) and the floors unpinned, then libkbthreads and "
+      "the floors pinned, then the peers, so figures compared with each other are taken close in time."
+      % (", then the spread option" if R.has("yield", "kbthreads_spread", 0) else ""))
     w("")
 
     # -- every figure
@@ -712,6 +808,7 @@ def main():
         R = Results(json.load(f))
     os.makedirs(a.png_dir, exist_ok=True)
     unpinned = [("yield", "kbthreads", 0, "libkbthreads", "lw 3 pt 7 lc rgb '#d62728'"),
+                ("yield", "kbthreads_spread", 0, "libkbthreads, spread", "lw 3 dt 2 pt 6 lc rgb '#ff7f0e'"),
                 ("handoff", "futex_ring", 0, "futex ring (per handoff)", "lw 2 pt 5 lc rgb '#1f77b4'"),
                 ("handoff", "sem_ring", 0, "semaphore ring (per handoff)", "lw 2 pt 9 lc rgb '#17becf'"),
                 ("handoff", "cond_bcast", 0, "mutex+condvar broadcast (per handoff)", "lw 2 pt 11 lc rgb '#8c564b'"),

@@ -12,6 +12,12 @@ them in an order that keeps the figures compared with each other close in
 time (for each N: libkbthreads, then the floors, then the peers), and
 aggregates every figure to median, min and max of its repetitions.
 
+libkbthreads runs unpinned (default options), with --spread (the
+KB_AFFINITY_SPREAD spawn option, impl kbthreads_spread, compared with the
+unpinned floors) right after each unpinned yield, wait, collective and spawn
+job, and with --pin (KB_AFFINITY_ONE_CPU). The smoke run takes the spread
+jobs at one N only (SPREAD_SMOKE_N).
+
 Output: bench/results/<kind>-<UTC stamp>.json (everything: machine,
 parameters, notes, every sample and the summary) and .csv (the summary),
 copied to <kind>-latest.json / .csv (kind: bench or smoke). Exit status 1
@@ -33,6 +39,9 @@ import time
 
 NS_FULL = [1, 2, 8, 64, 512, 4096]
 NS_SMOKE = [1, 8, 64]
+# The smoke run exercises --spread at this N only (every mode once): more
+# ranks than CPUs, so handoffs cross CPUs and the holder after next is woken.
+SPREAD_SMOKE_N = 8
 SMALL_STACK = 64 * 1024
 # A job during which other processes used more than this share of the
 # machine's CPU time is measured again (--retry-busy).
@@ -52,6 +61,8 @@ class Plan:
         self.smoke = smoke
         self.reps = reps if reps else (2 if smoke else 7)
         self.ns = NS_SMOKE if smoke else NS_FULL
+        # The Ns of the --spread jobs (the same repetitions and work as the unpinned ones).
+        self.spread_ns = [SPREAD_SMOKE_N] if smoke else list(self.ns)
         s = 0.05 if smoke else 1.0  # scale of every budget
         self.kb_ops = max(200, int(40000 * s))  # yields per repetition (~5 us each)
         self.ring_ops = max(200, int(40000 * s))  # handoffs per repetition
@@ -189,6 +200,10 @@ class Runner:
     def want(self, *words):
         return not self.only or any(w in self.only for w in words)
 
+    def want_spread(self, n, *words):
+        """Run the --spread job of this family at this N? (--only spread: every spread job.)"""
+        return n in self.plan.spread_ns and self.want("kbthreads", "spread", *words)
+
     def prog(self, name):
         return os.path.join(self.bindir, name)
 
@@ -264,6 +279,10 @@ class Runner:
                 m = p.m_for(p.kb_ops, n)
                 self.run("kbthreads yield N=%d%s" % (n, tag),
                          [self.prog("kb_bench"), "yield", "--n", str(n), "--m", str(m)] + reps + pin_arg)
+            if not pin and self.want_spread(n, "yield"):
+                m = p.m_for(p.kb_ops, n)
+                self.run("kbthreads yield N=%d spread" % n,
+                         [self.prog("kb_bench"), "yield", "--n", str(n), "--m", str(m)] + reps + ["--spread"])
             if self.want("floors", "futex"):
                 self.run("futex ring N=%d%s" % (n, tag),
                          [self.prog("kb_floor_ring"), "futex", "--n", str(n), "--m", str(p.ring_ops)] + reps + pin_arg)
@@ -291,9 +310,11 @@ class Runner:
         p = self.plan
         m = p.m_for(p.kb_ops, n)
         for mode in ("wait", "collective"):
+            argv = [self.prog("kb_bench"), mode, "--n", str(n), "--m", str(m), "--reps", str(p.reps)]
             if self.want("kbthreads", mode):
-                self.run("kbthreads %s N=%d" % (mode, n),
-                         [self.prog("kb_bench"), mode, "--n", str(n), "--m", str(m), "--reps", str(p.reps)])
+                self.run("kbthreads %s N=%d" % (mode, n), argv)
+            if self.want_spread(n, mode):
+                self.run("kbthreads %s N=%d spread" % (mode, n), argv + ["--spread"])
         if self.want("peers", "greenlet", "wait") and self.greenlet_ok:
             m = p.m_for(p.greenlet_ops, n)
             self.run("greenlet wait N=%d" % n,
@@ -302,12 +323,13 @@ class Runner:
 
     def spawn_family(self, n):
         p = self.plan
-        if self.want("kbthreads", "spawn"):
-            k = max(1, p.spawn_budget // n)
-            for pin in (0, 1):
-                self.run("kbthreads spawn N=%d (K=%d)%s" % (n, k, " pinned" if pin else ""),
-                         [self.prog("kb_bench"), "spawn", "--n", str(n), "--k", str(k), "--reps", str(p.reps)]
-                         + (["--pin"] if pin else []))
+        k = max(1, p.spawn_budget // n)
+        argv = [self.prog("kb_bench"), "spawn", "--n", str(n), "--k", str(k), "--reps", str(p.reps)]
+        # Unpinned, then the spread option, then pinned (cold and repeated in each job).
+        for tag, extra in (("", []), (" spread", ["--spread"]), (" pinned", ["--pin"])):
+            wanted = self.want_spread(n, "spawn") if tag == " spread" else self.want("kbthreads", "spawn")
+            if wanted:
+                self.run("kbthreads spawn N=%d (K=%d)%s" % (n, k, tag), argv + extra)
 
     def memory(self):
         p = self.plan
@@ -443,7 +465,8 @@ class Runner:
             "machine": machine,
             "build_type": build_type(self.bindir),
             "params": {
-                "reps": self.plan.reps, "ns": self.plan.ns, "kb_ops": self.plan.kb_ops,
+                "reps": self.plan.reps, "ns": self.plan.ns, "spread_ns": self.plan.spread_ns,
+                "kb_ops": self.plan.kb_ops,
                 "ring_ops": self.plan.ring_ops, "cond_budget": self.plan.cond_budget,
                 "greenlet_ops": self.plan.greenlet_ops, "simgrid_ops": self.plan.simgrid_ops,
                 "spawn_budget": self.plan.spawn_budget, "mem_n": self.plan.mem_n, "small_stack": SMALL_STACK,
@@ -559,7 +582,7 @@ def main():
     ap.add_argument("--reps", type=int, default=0, help="repetitions per figure (default 7, smoke 2)")
     ap.add_argument("--only", nargs="*", default=None,
                     help="run only these families: kbthreads floors peers yield wait collective spawn mem maxn "
-                         "futex sem cond swapcontext greenlet simgrid")
+                         "futex sem cond swapcontext greenlet simgrid spread (the --spread jobs)")
     ap.add_argument("--quiet-wait", type=int, default=0,
                     help="first wait up to this many seconds for the 1-minute load to drop")
     ap.add_argument("--no-maxn", action="store_true", help="skip the largest-N search")
