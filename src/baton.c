@@ -9,8 +9,10 @@
 
 #include "annotate.h"
 
-#define SLEEPING 0x80000000u
-#define COUNT    0x7fffffffu
+#define SLEEPING 0x80000000u /* the owner sleeps in futex_wait */
+#define NUDGED   0x40000000u /* a nudge the owner has not seen yet */
+#define FLAGS    (SLEEPING | NUDGED)
+#define COUNT    0x3fffffffu
 
 void kb_slot_init(struct kb_slot *s)
 {
@@ -23,8 +25,8 @@ void kb_slot_post(struct kb_slot *s)
 {
     kb_hb_release(&s->word);
     /* The publication, and our last write to the slot. When the count
-     * wraps, the carry lands in the flag bit: the owner then sees a new
-     * count and clears the flag, and the wake is merely spurious. */
+     * wraps, the carry lands in the flag bits: the owner then sees a new
+     * count and clears them; a wake or a watch is merely spurious. */
     uint32_t old = ck_pr_faa_32(&s->word, 1);
     if (old & SLEEPING)
         syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
@@ -56,17 +58,28 @@ static int slot_wait(struct kb_slot *s, const struct timespec *deadline, unsigne
         if ((w & COUNT) != s->seen) {
             /* Exactly one post per wait (the poster held the baton), so the
              * count moved by one. We hold the baton now: no post comes until
-             * we pass it on. A late nudge may still clear the flag too; both
-             * writes are atomic and mean the same. */
+             * we pass it on. A late nudge may still write a flag; both
+             * writes are atomic, and a stale NUDGED costs one spurious
+             * watch at our next wait. */
             s->seen = w & COUNT;
-            if (w & SLEEPING)
+            if (w & FLAGS)
                 ck_pr_and_32(&s->word, COUNT);
             ck_pr_fence_acquire();
             kb_hb_acquire(&s->word);
             return 0;
         }
+        if (w & NUDGED) {
+            /* Nudged (asleep or not): the baton is on its way. Take the
+             * mark down, then watch for the post rather than sleep. */
+            if (!ck_pr_cas_32(&s->word, w, w & ~NUDGED))
+                continue;
+            if (nudged_ns)
+                watch_for_post(s, nudged_ns);
+            continue;
+        }
         if (!(w & SLEEPING)) {
-            /* Say we sleep; a post in between makes the CAS fail: look again. */
+            /* Say we sleep; a post or a nudge in between makes the CAS
+             * fail: look again. */
             if (!ck_pr_cas_32(&s->word, w, w | SLEEPING))
                 continue;
             w |= SLEEPING;
@@ -77,14 +90,6 @@ static int slot_wait(struct kb_slot *s, const struct timespec *deadline, unsigne
          * absolute time; the bitset must be MATCH_ANY). */
         long r = syscall(SYS_futex, &s->word, FUTEX_WAIT_BITSET_PRIVATE, w, deadline, NULL,
                          FUTEX_BITSET_MATCH_ANY);
-        if (nudged_ns) {
-            /* Our flag gone but no post: a nudge. The baton is on its way:
-             * watch for it here rather than sleep. */
-            uint32_t now = ck_pr_load_32(&s->word);
-            if ((now & COUNT) == s->seen && !(now & SLEEPING))
-                watch_for_post(s, nudged_ns);
-            continue;
-        }
         if (r != 0 && deadline) {
             struct timespec now;
             clock_gettime(CLOCK_MONOTONIC, &now);
@@ -118,9 +123,18 @@ void kb_slot_wait_spin(struct kb_slot *s, unsigned spins, unsigned nudged_ns)
 
 void kb_slot_nudge(struct kb_slot *s)
 {
-    uint32_t w = ck_pr_load_32(&s->word);
-    /* Only a sleeping owner needs it; a failed CAS means the word moved (a
-     * post, or the owner woke): nothing to do either way. */
-    if ((w & SLEEPING) && ck_pr_cas_32(&s->word, w, w & COUNT))
-        syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    /* Mark the word NUDGED; if the owner sleeps, take its sleep flag down
+     * in the same CAS and wake it. A failed CAS means the word moved (the
+     * owner going to sleep, or a post): look again, a few times at most,
+     * since a nudge is only a hint. */
+    for (int tries = 0; tries < 8; tries++) {
+        uint32_t w = ck_pr_load_32(&s->word);
+        if (w & NUDGED)
+            return;
+        if (!ck_pr_cas_32(&s->word, w, (w & ~SLEEPING) | NUDGED))
+            continue;
+        if (w & SLEEPING)
+            syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        return;
+    }
 }

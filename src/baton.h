@@ -2,20 +2,21 @@
  * The baton: one wait slot per thread that can hold it.
  *
  * A slot is a 32-bit word owned by one thread (a rank's worker, or the
- * driver for the run's driver slot): bits 0-30 count posts, bit 31 says
- * "the owner sleeps in futex_wait". Exactly one thread holds the baton at
- * any time; it gives the baton to another thread by posting that thread's
- * slot, then (unless it is leaving for good) waits on its own slot. Because
- * the poster always holds the baton, posts to a slot are serialised and
- * each wait consumes exactly one post:
+ * driver for the run's driver slot): bits 0-29 count posts, bit 31 says
+ * "the owner sleeps in futex_wait", bit 30 "nudged" (below). Exactly one
+ * thread holds the baton at any time; it gives the baton to another thread
+ * by posting that thread's slot, then (unless it is leaving for good) waits
+ * on its own slot. Because the poster always holds the baton, posts to a
+ * slot are serialised and each wait consumes exactly one post:
  *
  *   post(s):  release-annotate; old = fetch-and-add(word, 1);
  *             if old had the sleep flag: futex_wake(word)
  *   wait(s):  loop: w = load(word)
- *               count moved past seen -> seen = count; clear the flag if set
- *                                        (we hold the baton: nobody else
- *                                        touches the word now); acquire; done
- *               else set the flag (CAS) and futex_wait(word, flagged value)
+ *               count moved past seen -> seen = count; clear the flags if
+ *                                        set (we hold the baton: no post
+ *                                        comes now); acquire; done
+ *               nudged -> clear the mark (CAS), watch the word a while
+ *               else set the sleep flag (CAS), futex_wait(word, flagged value)
  *
  * The poster writes the word once, with the fetch-and-add that publishes
  * the post; after it, only the futex_wake system call names the address
@@ -28,18 +29,21 @@
  * spurious futex returns, EINTR and EAGAIN are absorbed by the loop on the
  * word.
  *
- * A nudge (KB_AFFINITY_SPREAD) wakes a sleeping owner without posting: it
- * clears the sleep flag with a CAS and calls futex_wake. The owner finds
- * no new count and its flag gone, so it knows it was nudged: it looks at
- * the word for a while on its own CPU before it sleeps again, and a post
- * arriving meanwhile needs no wake-up. A nudge is only a hint; it never
- * moves the count, so it cannot hand out the baton. A nudger may come
- * after the baton has moved on (it nudges after its own post), so unlike a
- * poster it may write the word while its owner holds the baton; the
- * owner's own writes are atomic read-modify-writes, so both land. Whoever
- * frees a slot that may still be nudged waits for the nudgers first
- * (sched.c, exited workers). Waking wakes only the slot's owner: no broadcast, no herd, O(1) in
- * the number of ranks.
+ * A nudge (KB_AFFINITY_SPREAD) tells the owner that the baton is on its
+ * way, without posting: one CAS sets the NUDGED bit and, if the owner
+ * sleeps, takes its sleep flag down, followed then by futex_wake. An owner
+ * that finds NUDGED (awake, or woken by it) clears it and watches the word
+ * for a while on its own CPU before it sleeps again, so a post arriving
+ * meanwhile needs no wake-up. A nudge never moves the count, so it cannot
+ * hand out the baton. A nudger may come after the baton has moved on (it
+ * nudges after its own post), so unlike a poster it may write the word
+ * while its owner holds the baton; every write is an atomic
+ * read-modify-write, so all land, and a stale NUDGED costs one spurious
+ * watch. Whoever frees a slot that may still be nudged waits for the
+ * nudgers first (sched.c, exited workers).
+ *
+ * Waking wakes only the slot's owner: no broadcast, no herd, O(1) in the
+ * number of ranks.
  */
 #ifndef KB_BATON_H
 #define KB_BATON_H
@@ -50,7 +54,7 @@
 #define KB_CACHELINE 64
 
 struct kb_slot {
-    uint32_t word; /* ck_pr: post count (bits 0-30) | sleeping flag (bit 31) */
+    uint32_t word; /* ck_pr: post count (bits 0-29) | nudged (bit 30) | sleeping (bit 31) */
     uint32_t seen; /* owner only: the count last consumed */
 } __attribute__((aligned(KB_CACHELINE)));
 
@@ -63,11 +67,12 @@ void kb_slot_wait(struct kb_slot *s);
 /* Owner only: the same, but first look at the word up to spins times
  * (with a CPU pause between looks) before going to sleep. Pays only when
  * the baton comes back soon and the poster has a CPU of its own. After a
- * nudge, look at it for up to nudged_ns nanoseconds before sleeping again
- * (0: sleep again at once). */
+ * nudge, watch it for up to nudged_ns nanoseconds before sleeping again
+ * (kb_slot_wait and kb_slot_wait_until: 0, sleep again at once). */
 void kb_slot_wait_spin(struct kb_slot *s, unsigned spins, unsigned nudged_ns);
-/* Wake the owner if it sleeps, without posting (see above). Any thread;
- * the slot must stay allocated until the call returns. */
+/* Tell the owner the baton is on its way, waking it if it sleeps, without
+ * posting (see above). Any thread; the slot must stay allocated until the
+ * call returns. */
 void kb_slot_nudge(struct kb_slot *s);
 /* Owner only: the same, but give up at the absolute CLOCK_MONOTONIC time
  * deadline: 0 = posted (the caller holds the baton), -1 = timed out (it

@@ -1,8 +1,8 @@
 /*
  * The baton's wait slot (src/baton.h), below the scheduler: a nudge wakes a
  * sleeping owner without handing it the baton, the owner watches its slot
- * for a while and then sleeps again, and a nudge to an owner that does not
- * sleep changes nothing.
+ * for a while and then sleeps again; a nudge to an awake owner makes its
+ * next wait watch first; a post is taken whatever the nudges.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -39,7 +39,7 @@ static int owner_sleeps_within(int ms)
 static void *owner(void *arg)
 {
     (void)arg;
-    kb_slot_wait_spin(&slot, 0, 200000000); /* after a nudge: watch for 200 ms */
+    kb_slot_wait_spin(&slot, 0, 1000000000); /* after a nudge: watch for 1 s */
     __atomic_store_n(&returned, 1, __ATOMIC_SEQ_CST);
     return NULL;
 }
@@ -64,17 +64,32 @@ static void test_a_nudge_wakes_a_sleeping_owner_without_giving_it_the_baton(void
     assert_int_equal(returned, 1);
 }
 
-static void test_a_nudge_to_an_owner_that_does_not_sleep_changes_nothing(void **state)
+static void test_a_nudge_to_an_awake_owner_makes_its_next_wait_watch_before_sleeping(void **state)
 {
     (void)state;
     kb_slot_init(&slot);
-    kb_slot_post(&slot); /* a post the owner has not taken yet */
-    uint32_t before = word();
+    returned = 0;
+    kb_slot_nudge(&slot); /* nobody waits yet */
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, owner, NULL), 0);
+    /* It watches (1 s) instead of sleeping at once. */
+    nanosleep(&(struct timespec){0, 50000000}, NULL);
+    assert_false(word() & SLEEPING);
+    assert_int_equal(__atomic_load_n(&returned, __ATOMIC_SEQ_CST), 0);
+    assert_true(owner_sleeps_within(5000));
+    kb_slot_post(&slot);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(returned, 1);
+}
+
+static void test_a_pending_post_is_taken_at_once_despite_a_nudge(void **state)
+{
+    (void)state;
+    kb_slot_init(&slot);
+    kb_slot_post(&slot);
     kb_slot_nudge(&slot);
-    assert_int_equal(word(), before);
-    kb_slot_wait(&slot); /* takes it at once */
-    kb_slot_nudge(&slot);
-    assert_int_equal(word(), before);
+    kb_slot_wait(&slot);         /* returns: the count moved */
+    assert_int_equal(word(), 1); /* count 1, the nudge mark cleared with the take */
 }
 
 static void test_a_post_during_the_watch_is_taken_by_the_watching_owner(void **state)
@@ -96,7 +111,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_nudge_wakes_a_sleeping_owner_without_giving_it_the_baton),
-        cmocka_unit_test(test_a_nudge_to_an_owner_that_does_not_sleep_changes_nothing),
+        cmocka_unit_test(test_a_nudge_to_an_awake_owner_makes_its_next_wait_watch_before_sleeping),
+        cmocka_unit_test(test_a_pending_post_is_taken_at_once_despite_a_nudge),
         cmocka_unit_test(test_a_post_during_the_watch_is_taken_by_the_watching_owner),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
