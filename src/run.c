@@ -63,6 +63,25 @@ static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
     run->altstack_size = min > 65536 ? min : 65536;
 }
 
+/* The number of online CPUs, read once per process: glibc's sysconf
+ * answers it by opening and parsing /sys/devices/system/cpu/online, about
+ * 6 us a call here, which was a third of a repeated one-rank spawn. A CPU
+ * brought on- or offline later only makes the spin decisions below stale,
+ * never wrong in effect (they decide speed, not semantics). */
+static pthread_once_t online_cpus_once = PTHREAD_ONCE_INIT;
+static long online_cpus_n;
+
+static void read_online_cpus(void)
+{
+    online_cpus_n = sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+static long online_cpus(void)
+{
+    pthread_once(&online_cpus_once, read_online_cpus);
+    return online_cpus_n;
+}
+
 /* How long a suspended rank looks at its slot before it sleeps. Spinning
  * pays only when the baton comes back soon and every thread of the loop
  * has a CPU of its own: at most as many ranks as online CPUs (rounds with
@@ -72,7 +91,7 @@ static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
  * less than one cross-CPU wake-up here (docs/benchmarks.md). */
 static unsigned spin_budget(const struct kb_run *run)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpu = online_cpus();
 #ifdef KB_HAVE_VALGRIND_H
     if (RUNNING_ON_VALGRIND)
         return 0;
