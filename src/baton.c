@@ -4,6 +4,7 @@
 #include <ck_pr.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -137,4 +138,19 @@ void kb_slot_nudge(struct kb_slot *s)
             syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
         return;
     }
+}
+
+void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns)
+{
+    if (max_ns && (ck_pr_load_32(&s->word) & COUNT) == s->seen) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            sched_yield();
+            if ((ck_pr_load_32(&s->word) & COUNT) != s->seen)
+                break; /* posted: take it below without sleeping */
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec) < (int64_t)max_ns);
+    }
+    kb_slot_wait_until(s, NULL);
 }

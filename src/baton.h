@@ -70,6 +70,14 @@ void kb_slot_wait(struct kb_slot *s);
  * nudge, watch it for up to nudged_ns nanoseconds before sleeping again
  * (kb_slot_wait and kb_slot_wait_until: 0, sleep again at once). */
 void kb_slot_wait_spin(struct kb_slot *s, unsigned spins, unsigned nudged_ns);
+/* Owner only: like kb_slot_wait, but first look at the word for up to
+ * max_ns nanoseconds (CLOCK_MONOTONIC), calling sched_yield() between
+ * looks. A yield hands the CPU to any thread waiting for it there, the
+ * next holder if it is, so the looks never keep the next holder off a CPU;
+ * and a CPU with a yielding thread does not go idle, so a wake-up landing
+ * there pays no idle exit. Pays when the baton comes back within about
+ * max_ns. max_ns 0: kb_slot_wait. */
+void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns);
 /* Tell the owner the baton is on its way, waking it if it sleeps, without
  * posting (see above). Any thread; the slot must stay allocated until the
  * call returns. */
