@@ -66,8 +66,8 @@ static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
 /* The number of online CPUs, read once per process: glibc's sysconf
  * answers it by opening and parsing /sys/devices/system/cpu/online, about
  * 6 us a call here, which was a third of a repeated one-rank spawn. A CPU
- * brought on- or offline later only makes the spin decisions below stale,
- * never wrong in effect (they decide speed, not semantics). */
+ * brought on- or offline later only makes the spin decision below stale,
+ * never wrong in effect (it decides speed, not semantics). */
 static pthread_once_t online_cpus_once = PTHREAD_ONCE_INIT;
 static long online_cpus_n;
 
@@ -80,6 +80,29 @@ static long online_cpus(void)
 {
     pthread_once(&online_cpus_once, read_online_cpus);
     return online_cpus_n;
+}
+
+/* How long the driver (waiting for the baton back) and a worker whose rank
+ * has finished (waiting in the ctx's pool for its next spawn) look at their
+ * slots before they sleep, yielding the CPU between looks
+ * (kb_slot_wait_yield). In a loop of short spawns on one ctx the baton
+ * comes back to both soon, and a sleeper pays a wake-up: on another, idle
+ * vCPU 10-25 us (VM idle exit), on one CPU a futex sleep and wake. The
+ * yield keeps the look off any CPU the next holder needs, so it also
+ * applies pinned (KB_AFFINITY_ONE_CPU) and with more ranks than CPUs.
+ * Bounded (PARK_SPIN_NS a wait, then the thread sleeps as before), and
+ * only up to PARK_SPIN_MAX_RANKS ranks: beyond that, pinned, the yields
+ * measured slower than sleeping at once (docs/benchmarks.md). Not under
+ * Valgrind, which runs one thread at a time. */
+#define PARK_SPIN_NS        20000u
+#define PARK_SPIN_MAX_RANKS 512
+static unsigned park_spin_ns(const struct kb_run *run)
+{
+#ifdef KB_HAVE_VALGRIND_H
+    if (RUNNING_ON_VALGRIND)
+        return 0;
+#endif
+    return run->nprocs <= PARK_SPIN_MAX_RANKS ? PARK_SPIN_NS : 0;
 }
 
 /* How long a suspended rank looks at its slot before it sleeps. Spinning
@@ -305,6 +328,7 @@ static int assign_worker(struct kb_run *run, int i)
     w->fresh = created;
     w->rank = &run->ranks[i];
     w->cmd = KB_CMD_RUN;
+    w->park_spin_ns = run->park_spin_ns;
     run->ranks[i].w = w;
     if (run->crash_report && !w->altstack) {
         w->altstack = kb_malloc(run->altstack_size);
@@ -360,6 +384,7 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
         run_free(run);
         return rc;
     }
+    run->park_spin_ns = park_spin_ns(run);
     for (int i = 0; i < nprocs; i++) {
         rc = assign_worker(run, i);
         if (rc != 0) {

@@ -110,6 +110,9 @@ struct kb_run {
     uint64_t *rank_turns;  /* per rank, when stats are wanted, else NULL */
     uint64_t *rank_cpu_ns; /* per rank, when stats are wanted, else NULL */
     /* driver-only fields */
+    /* how long the driver, and a worker whose rank finished, look at their
+     * slots before they sleep (run.c: park_spin_ns) */
+    unsigned park_spin_ns;
     int failed;     /* the run failed (cancel/abort/clear already done) */
     int fail_code;  /* what kb_spawn returns for it: KB_ESPAWN, KB_ETIMEDOUT, KB_EDIVERGED */
     int drain_code; /* the drain's failing engine code, 0 if none */

@@ -100,7 +100,7 @@ static void driver_wait(struct kb_run *run)
     if (run->stall_ms)
         kb_watch_wait(run);
     else
-        kb_slot_wait(&run->ctx->driver_slot);
+        kb_slot_wait_yield(&run->ctx->driver_slot, run->park_spin_ns);
 }
 
 /* Driver: a rank thread that unwound is joined before anything else runs,

@@ -17,10 +17,14 @@ static void *worker_main(void *arg)
     /* A ck_pr store: debuggers and no library code read it, at any time. */
     ck_pr_store_int(&w->tid, gettid());
     pthread_getaffinity_np(pthread_self(), sizeof w->orig_mask, &w->orig_mask);
+    unsigned spin_ns = 0; /* a fresh thread has nothing to spin for */
     for (;;) {
-        kb_slot_wait(&w->slot); /* a rank's first turn, or EXIT */
+        kb_slot_wait_yield(&w->slot, spin_ns); /* a rank's first turn, or EXIT */
         if (w->cmd == KB_CMD_EXIT)
             return NULL;
+        /* Read while we hold the baton: once our rank has handed it on, the
+         * driver may assign us to its next spawn and write the field. */
+        spin_ns = w->park_spin_ns;
         kb_rank_run(w, w->rank); /* returns when the rank's function has returned */
     }
 }
