@@ -86,15 +86,19 @@ static long online_cpus(void)
  * has finished (waiting in the ctx's pool for its next spawn) look at their
  * slots before they sleep, yielding the CPU between looks
  * (kb_slot_wait_yield). In a loop of short spawns on one ctx the baton
- * comes back to both soon, and a sleeper pays a wake-up: on another, idle
- * vCPU 10-25 us (VM idle exit), on one CPU a futex sleep and wake. The
- * yield keeps the look off any CPU the next holder needs, so it also
- * applies pinned (KB_AFFINITY_ONE_CPU) and with more ranks than CPUs.
- * Bounded (PARK_SPIN_NS a wait, then the thread sleeps as before), and
- * only up to PARK_SPIN_MAX_RANKS ranks: beyond that, pinned, the yields
- * measured slower than sleeping at once (docs/benchmarks.md). Not under
- * Valgrind, which runs one thread at a time. */
-#define PARK_SPIN_NS        20000u
+ * comes back to both soon, and a sleeper pays a wake-up. The yield keeps
+ * the look off any CPU the next holder needs, so it also applies pinned
+ * (KB_AFFINITY_ONE_CPU) and with more ranks than CPUs. Bounded by about
+ * the cost it saves: unpinned, a wake-up on another, idle vCPU costs
+ * 10-25 us (VM idle exit), and a cycle of 8 ranks on 2 vCPUs outlasted a
+ * 20 us look; pinned, a futex sleep and wake on the one CPU cost a few us
+ * and every extra yielder there is a switch in the way of the next
+ * holder, so 20 us (50 us measured slower at 8 ranks). Only up to
+ * PARK_SPIN_MAX_RANKS ranks: beyond that, pinned, the looks measured
+ * slower than sleeping at once. Not under Valgrind, which runs one thread
+ * at a time. (docs/benchmarks.md) */
+#define PARK_SPIN_NS        50000u
+#define PARK_SPIN_NS_PINNED 20000u
 #define PARK_SPIN_MAX_RANKS 512
 static unsigned park_spin_ns(const struct kb_run *run)
 {
@@ -102,7 +106,9 @@ static unsigned park_spin_ns(const struct kb_run *run)
     if (RUNNING_ON_VALGRIND)
         return 0;
 #endif
-    return run->nprocs <= PARK_SPIN_MAX_RANKS ? PARK_SPIN_NS : 0;
+    if (run->nprocs > PARK_SPIN_MAX_RANKS)
+        return 0;
+    return run->affinity == KB_AFFINITY_ONE_CPU ? PARK_SPIN_NS_PINNED : PARK_SPIN_NS;
 }
 
 /* How long a suspended rank looks at its slot before it sleeps. Spinning
