@@ -88,7 +88,9 @@ static long online_cpus(void)
  * (kb_slot_wait_yield). In a loop of short spawns on one ctx the baton
  * comes back to both soon, and a sleeper pays a wake-up. The yield keeps
  * the look off any CPU the next holder needs, so it also applies pinned
- * (KB_AFFINITY_ONE_CPU) and with more ranks than CPUs. Bounded by about
+ * (KB_AFFINITY_ONE_CPU) and with more ranks than CPUs; KB_AFFINITY_SPREAD,
+ * whose driver is unpinned, counts as unpinned here (its repeated spawns
+ * measured 24-48 -> 2-6 us per rank up to 512 ranks). Bounded by about
  * the cost it saves: unpinned, a wake-up on another, idle vCPU costs
  * 10-25 us (VM idle exit), and a cycle of 8 ranks on 2 vCPUs outlasted a
  * 20 us look; pinned, a futex sleep and wake on the one CPU cost a few us
