@@ -140,7 +140,7 @@ void kb_slot_nudge(struct kb_slot *s)
     }
 }
 
-void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns)
+void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns, unsigned nudged_ns)
 {
     if (max_ns && (ck_pr_load_32(&s->word) & COUNT) == s->seen) {
         struct timespec t0, t;
@@ -152,5 +152,5 @@ void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns)
             clock_gettime(CLOCK_MONOTONIC, &t);
         } while ((int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec) < (int64_t)max_ns);
     }
-    kb_slot_wait_until(s, NULL);
+    slot_wait(s, NULL, nudged_ns);
 }

@@ -53,6 +53,12 @@
 
 #define KB_CACHELINE 64
 
+/* How long a nudged owner watches its slot before it sleeps again: longer
+ * than a wake-up of a sleeping thread on another CPU costs on the machines
+ * measured (10-25 us, docs/benchmarks.md), short enough that a turn that
+ * runs long costs its watcher little. */
+#define KB_NUDGE_WATCH_NS 50000u
+
 struct kb_slot {
     uint32_t word; /* ck_pr: post count (bits 0-29) | nudged (bit 30) | sleeping (bit 31) */
     uint32_t seen; /* owner only: the count last consumed */
@@ -76,8 +82,9 @@ void kb_slot_wait_spin(struct kb_slot *s, unsigned spins, unsigned nudged_ns);
  * next holder if it is, so the looks never keep the next holder off a CPU;
  * and a CPU with a yielding thread does not go idle, so a wake-up landing
  * there pays no idle exit. Pays when the baton comes back within about
- * max_ns. max_ns 0: kb_slot_wait. */
-void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns);
+ * max_ns. max_ns 0: no looks. Then waits as kb_slot_wait_spin with
+ * nudged_ns. */
+void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns, unsigned nudged_ns);
 /* Tell the owner the baton is on its way, waking it if it sleeps, without
  * posting (see above). Any thread; the slot must stay allocated until the
  * call returns. */

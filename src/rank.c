@@ -30,7 +30,8 @@ struct kb_rank *kb_self(void)
 
 /* End this rank's turn: give the baton to the next rank of the round, or
  * to the driver when this rank is the last one. Returns a slot to nudge
- * once the baton is passed (kb_ahead_of), with w->nudging set, or NULL. */
+ * once the baton is passed (kb_ahead_of), with w->nudging set: the caller
+ * must then call nudge_ahead; else NULL. */
 static struct kb_slot *pass_on(struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;
@@ -47,6 +48,20 @@ static struct kb_slot *pass_on(struct kb_rank *rk)
     return ahead;
 }
 
+/* After pass_on, without the baton: nudge and drop w's nudging mark. Until
+ * it drops, the driver frees no worker (sched.c: kb_wait_nudges), neither
+ * an exited one mid-spawn nor any at the spawn's end, so the nudged slot
+ * stays allocated. w is the caller's own worker, taken before pass_on:
+ * the rank record may be gone once the mark is down. */
+static void nudge_ahead(struct kb_worker *w, struct kb_slot *ahead)
+{
+    if (!ahead)
+        return;
+    kb_slot_nudge(ahead);
+    ck_pr_fence_release();
+    ck_pr_store_int(&w->nudging, 0);
+}
+
 /* Suspend: hand the baton on and wait for this rank's next turn. Returns
  * 0, or KB_ECANCELED if the driver cancelled the rank in RETURN mode; in
  * UNWIND mode a cancelled rank unwinds from here and never returns. */
@@ -54,17 +69,11 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
 {
     rk->susp = susp;
     rk->susp_handle = h;
-    struct kb_slot *ahead = pass_on(rk);
-    /* The baton is gone: from here only fields fixed for the whole spawn
-     * (rk->run, rk->w, run->spins, run->nudged_ns) and our own slot. The
-     * nudge comes after the post so that it costs the next holder nothing;
-     * until nudging drops, the driver frees no exited worker (sched.c),
-     * and this rank is live, so the spawn cannot end meanwhile. */
-    if (ahead) {
-        kb_slot_nudge(ahead);
-        ck_pr_fence_release();
-        ck_pr_store_int(&rk->w->nudging, 0);
-    }
+    /* After pass_on the baton is gone: from here only fields fixed for
+     * the whole spawn (rk->run, rk->w, run->spins, run->nudged_ns) and our
+     * own slot (this rank is live, so its record stays). The nudge comes
+     * after the post so that it costs the next holder nothing. */
+    nudge_ahead(rk->w, pass_on(rk));
     kb_slot_wait_spin(&rk->w->slot, rk->run->spins, rk->run->nudged_ns);
     kb_turn_begin(rk);
     rk->susp = KB_SUSP_NONE;
@@ -95,7 +104,8 @@ static void rank_finish(struct kb_rank *rk)
         run->failed_rank = rk->index;
         kb_handoff(run, KB_DRIVER);
     } else {
-        pass_on(rk);
+        struct kb_worker *w = rk->w; /* the record may go once the baton does */
+        nudge_ahead(w, pass_on(rk));
     }
 }
 

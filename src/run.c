@@ -139,11 +139,8 @@ static unsigned spin_budget(const struct kb_run *run)
 /* KB_AFFINITY_SPREAD: the CPUs the driver may run on, in order, which
  * rank r's thread is pinned to round-robin (rank r on cpus[r % ncpus]), and
  * whether ranks nudge the holder after next (they do with two CPUs or more,
- * outside Valgrind, which runs one thread at a time). A nudged rank
- * watches its slot for 50 us: longer than a wake-up of a sleeping thread
- * on another CPU costs on the machines measured (10-25 us, docs/benchmarks.md),
- * short enough that a rank whose turn runs long costs its watcher little.
- * 0 or KB_ENOMEM. */
+ * outside Valgrind, which runs one thread at a time; a nudged rank watches
+ * its slot for KB_NUDGE_WATCH_NS). 0 or KB_ENOMEM. */
 static int resolve_spread(struct kb_run *run)
 {
     if (run->affinity != KB_AFFINITY_SPREAD)
@@ -160,7 +157,7 @@ static int resolve_spread(struct kb_run *run)
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
         if (CPU_ISSET(cpu, &mask))
             run->cpus[run->ncpus++] = cpu;
-    run->nudged_ns = run->ncpus >= 2 ? 50000 : 0;
+    run->nudged_ns = run->ncpus >= 2 ? KB_NUDGE_WATCH_NS : 0;
 #ifdef KB_HAVE_VALGRIND_H
     if (RUNNING_ON_VALGRIND)
         run->nudged_ns = 0;
@@ -325,6 +322,7 @@ void kb_run_destroy(struct kb_run *run)
 {
     kb_registry_remove(run);
     finish_outputs(run);
+    kb_wait_nudges(run); /* a finished rank may still be nudging a slot */
     release_workers(run, 0);
     run_free(run);
 }

@@ -168,6 +168,12 @@ int kb_wanted_cpu(const struct kb_run *run, int rank);
  * or NULL (sched.c). */
 struct kb_slot *kb_ahead_of(const struct kb_run *run, int self, int next);
 
+/* Driver, holding the baton: wait until no rank is between its post and
+ * the end of its nudge (rank.c), so that every worker may be freed. Ranks
+ * raise their nudging mark only while they hold the baton, so none starts
+ * meanwhile. Costs N loads when nothing is in flight. */
+void kb_wait_nudges(struct kb_run *run);
+
 /* Hand the baton to `to` (KB_DRIVER or a rank). Caller holds the baton. */
 void kb_handoff(struct kb_run *run, int to);
 

@@ -53,9 +53,9 @@ int kb_wanted_cpu(const struct kb_run *run, int rank)
 }
 
 /* KB_AFFINITY_SPREAD: the slot of the rank that most likely holds the
- * baton after next, if it is worth waking now: it has run before (a rank's
- * first wait is its worker's, which does not watch) and sits on another
- * CPU than next, where it can watch its slot while next runs. At the end
+ * baton after next, if it is worth waking now: it is live and sits on
+ * another CPU than next, where it can watch its slot while next runs (a
+ * rank not started yet watches in its worker's wait, worker.c). At the end
  * of a round that is this round's first rank: the next round's first in
  * round-robin order, a guess in the others (a wrong guess costs a wasted
  * watch, never the order). self: the holder (KB_DRIVER for the driver). Holder only, after next was
@@ -68,7 +68,7 @@ struct kb_slot *kb_ahead_of(const struct kb_run *run, int self, int next)
     if (after == next || after == self)
         return NULL;
     const struct kb_rank *ra = &run->ranks[after];
-    if (ra->state != KB_RS_STARTED || !ra->w || kb_wanted_cpu(run, after) == kb_wanted_cpu(run, next))
+    if (ra->state == KB_RS_FINISHED || !ra->w || kb_wanted_cpu(run, after) == kb_wanted_cpu(run, next))
         return NULL;
     return &ra->w->slot;
 }
@@ -100,25 +100,28 @@ static void driver_wait(struct kb_run *run)
     if (run->stall_ms)
         kb_watch_wait(run);
     else
-        kb_slot_wait_yield(&run->ctx->driver_slot, run->park_spin_ns);
+        kb_slot_wait_yield(&run->ctx->driver_slot, run->park_spin_ns, 0); /* never nudged */
+}
+
+void kb_wait_nudges(struct kb_run *run)
+{
+    for (int i = 0; run->nudged_ns && i < run->nprocs; i++) {
+        struct kb_worker *w = run->ranks[i].w;
+        while (w && ck_pr_load_int(&w->nudging))
+            sched_yield();
+    }
+    ck_pr_fence_acquire();
 }
 
 /* Driver: a rank thread that unwound is joined before anything else runs,
  * so its thread exit (TLS destructors included) overlaps no other code.
- * With nudges (KB_AFFINITY_SPREAD), a rank that handed the baton on may
- * still be about to nudge this worker's slot: wait until no rank is
- * between its post and the end of its nudge. Ranks set nudging only while
- * they hold the baton, which the driver holds now, so none starts. */
+ * With nudges, a rank that handed the baton on may still be about to nudge
+ * this worker's slot: wait for that first. */
 static void join_if_exited(struct kb_run *run, struct kb_rank *rk)
 {
     if (!rk->w || !rk->w->exited)
         return;
-    for (int i = 0; run->nudged_ns && i < run->nprocs; i++) {
-        struct kb_worker *w = run->ranks[i].w;
-        while (w && w != rk->w && ck_pr_load_int(&w->nudging))
-            sched_yield();
-    }
-    ck_pr_fence_acquire();
+    kb_wait_nudges(run);
     kb_worker_end(rk->w);
     rk->w = NULL;
 }

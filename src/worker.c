@@ -19,7 +19,10 @@ static void *worker_main(void *arg)
     pthread_getaffinity_np(pthread_self(), sizeof w->orig_mask, &w->orig_mask);
     unsigned spin_ns = 0; /* a fresh thread has nothing to spin for */
     for (;;) {
-        kb_slot_wait_yield(&w->slot, spin_ns); /* a rank's first turn, or EXIT */
+        /* A rank's first turn, or EXIT. Only KB_AFFINITY_SPREAD runs nudge
+         * a waiting worker (a rank about to start); a stale nudge after
+         * its spawn ended costs one watch. */
+        kb_slot_wait_yield(&w->slot, spin_ns, KB_NUDGE_WATCH_NS);
         if (w->cmd == KB_CMD_EXIT)
             return NULL;
         /* Read while we hold the baton: once our rank has handed it on, the

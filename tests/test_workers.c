@@ -262,6 +262,37 @@ static void test_affinity_spread_fails_cancels_and_replaces_threads_like_the_def
     assert_int_equal(kbt_settle_tasks(before, 2000), before);
 }
 
+static int finishing_then_raising_rank(int rank, void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 40; i++) {
+        if (rank == 2 && i == 3)
+            return 0; /* finishes early: its worker goes back to waiting */
+        if (rank == 5 && i == 20)
+            kb_raise(5, "rank 5 leaves after rank 2 finished");
+        int rc = kb_yield();
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void test_affinity_spread_fails_cleanly_after_a_rank_finished(void **state)
+{
+    (void)state;
+    kb_ctx *ctx;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    kb_spawn_opts spread = {.affinity = KB_AFFINITY_SPREAD};
+    for (int run = 0; run < 10; run++) {
+        kb_spawn_error *err = NULL;
+        assert_int_equal(kb_spawn(ctx, finishing_then_raising_rank, NULL, MAXR, &spread, &err), KB_ESPAWN);
+        assert_int_equal(kb_spawn_error_count(err), 1);
+        assert_int_equal(kb_spawn_error_get(err, 0)->rank, 5);
+        kb_spawn_error_free(err);
+    }
+    assert_int_equal(kb_ctx_destroy(ctx), 0);
+}
+
 static void test_an_unknown_affinity_is_EINVAL(void **state)
 {
     (void)state;
@@ -284,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_affinity_spread_pins_rank_r_to_the_rth_cpu_and_leaves_the_driver),
         cmocka_unit_test(test_affinity_spread_keeps_the_interleaving),
         cmocka_unit_test(test_affinity_spread_fails_cancels_and_replaces_threads_like_the_default),
+        cmocka_unit_test(test_affinity_spread_fails_cleanly_after_a_rank_finished),
         cmocka_unit_test(test_an_unknown_affinity_is_EINVAL),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

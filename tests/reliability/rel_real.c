@@ -396,7 +396,11 @@ static void run_phase(struct rr *R, int phase, struct rp_clock *clock)
     st.rank_turns = turns;
     st.rank_cpu_ns = cpu;
     st.rank_cap = RP_MAX_RANKS;
+    /* Affinity changes where ranks run, never what they do: about half the
+     * phases run with KB_AFFINITY_SPREAD (pinning and nudges) and must match
+     * the model all the same. */
     kb_spawn_opts o = {.cancel_mode = (kb_cancel_mode)ph->cancel_mode,
+                       .affinity = (ph->nprocs + phase) % 2 ? KB_AFFINITY_SPREAD : 0,
                        .schedule = ph->seeded ? KB_SCHED_SEEDED : KB_SCHED_ROUND_ROBIN,
                        .seed = ph->seed,
                        .max_rounds = ph->max_rounds,
