@@ -21,6 +21,7 @@ fakectx (plus a tiny adapter) when its expected trace is recorded.
 from __future__ import annotations
 
 import os
+import time
 
 import kbthreads
 
@@ -226,9 +227,18 @@ def do_spawn_sliced(ctx: FakeRuntimeContext, fn, args=(), nprocs=1) -> None:
     rec("spawn_end")
 
 
-def alive(native_ids) -> list:
-    """The given thread ids that are still threads of this process."""
-    return [t for t in native_ids if t is not None and os.path.exists(f"/proc/self/task/{t}")]
+def alive(native_ids, settle: float = 2.0) -> list:
+    """The given thread ids that are still threads of this process once
+    they had up to `settle` seconds to go. A joined thread can still be
+    listed in /proc for a moment: the kernel wakes the joiner before it
+    removes the task."""
+    ids = [t for t in native_ids if t is not None]
+    deadline = time.monotonic() + settle
+    while True:
+        left = [t for t in ids if os.path.exists(f"/proc/self/task/{t}")]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.001)
 
 
 def teardown(ctx: FakeRuntimeContext) -> None:
