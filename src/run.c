@@ -165,6 +165,33 @@ static int resolve_spread(struct kb_run *run)
     return 0;
 }
 
+/* With more ranks than CPUs (and no spin above), how long a suspended
+ * rank looks at its slot, calling sched_yield() between looks
+ * (kb_slot_wait_yield), before it sleeps: only unpinned with two CPUs or
+ * more. The baton rarely comes back that soon; what pays is that a CPU
+ * with a yielding thread does not go idle, so the wake-up of the next
+ * holder, which the kernel is likely to put there, pays no idle exit of a
+ * virtual CPU (10-25 us on the machines measured), and a yield gives the
+ * CPU to that holder as soon as it is runnable, so the look never keeps it
+ * waiting. Measured side by side, yield per turn, 2 vCPUs: N=8 11 -> 2.1-2.9
+ * us, N=64 10.4 -> 4.5-5.1, N=512 13 -> 4.7-5.2, N=4096 17 -> 8.8-9.7 (50
+ * us; 20 us measured slower at every N). The price: up to 50 us of CPU
+ * time per turn on a CPU nobody else wanted. Not pinned to one CPU (every
+ * yielder would share the next holder's CPU; the spawn looks measured
+ * slower there), not with KB_AFFINITY_SPREAD (its nudges keep both CPUs
+ * busy already), not under Valgrind. */
+static unsigned look_budget(const struct kb_run *run)
+{
+#ifdef KB_HAVE_VALGRIND_H
+    if (RUNNING_ON_VALGRIND)
+        return 0;
+#endif
+    long ncpu = online_cpus();
+    if (run->affinity != 0 || ncpu < 2 || run->nprocs <= ncpu)
+        return 0;
+    return 50000;
+}
+
 /* A path from the options, else the environment's (empty = unset). */
 static const char *path_option(const char *given, const char *env)
 {
@@ -411,6 +438,7 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
         run->cpu = cpu >= 0 ? cpu : 0;
     }
     run->spins = spin_budget(run);
+    run->look_ns = look_budget(run);
     run->driver_tid = gettid();
     if (run->stall_ms)
         kb_watch_setup(run);

@@ -96,6 +96,7 @@ struct kb_run {
     uint64_t round_t0;  /* with a timeline: when the current round began */
     int fast_rounds;    /* ranks may run round boundaries themselves (not in a timed kb_join) */
     unsigned spins;     /* looks at its slot a suspended rank takes before sleeping (run.c) */
+    unsigned look_ns;   /* else how long it looks at it, yielding, before sleeping (run.c) */
     unsigned nudged_ns; /* KB_AFFINITY_SPREAD: how long a nudged rank watches its slot; 0 = no nudges */
     int stop;           /* enum kb_stop, written by the rank handing to the driver */
     int failed_rank;    /* with KB_STOP_FAILED */
