@@ -44,13 +44,28 @@ static void *owner(void *arg)
     return NULL;
 }
 
-static void test_a_nudge_wakes_a_sleeping_owner_without_giving_it_the_baton(void **state)
+/* A fresh slot and its owner thread waiting on it. */
+static pthread_t start_owner(void)
 {
-    (void)state;
     kb_slot_init(&slot);
     returned = 0;
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, owner, NULL), 0);
+    return t;
+}
+
+/* Give the owner the baton: its wait returns. */
+static void post_and_join(pthread_t t)
+{
+    kb_slot_post(&slot);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(returned, 1);
+}
+
+static void test_a_nudge_wakes_a_sleeping_owner_without_giving_it_the_baton(void **state)
+{
+    (void)state;
+    pthread_t t = start_owner();
     assert_true(owner_sleeps_within(5000));
     kb_slot_nudge(&slot);
     /* The nudge took the flag down; only an owner that woke, watched and
@@ -59,17 +74,15 @@ static void test_a_nudge_wakes_a_sleeping_owner_without_giving_it_the_baton(void
     assert_true(owner_sleeps_within(5000));
     assert_int_equal(__atomic_load_n(&returned, __ATOMIC_SEQ_CST), 0); /* no baton */
     assert_int_equal(word() & ~SLEEPING, 0);                           /* no post */
-    kb_slot_post(&slot);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(returned, 1);
+    post_and_join(t);
 }
 
 static void test_a_nudge_to_an_awake_owner_makes_its_next_wait_watch_before_sleeping(void **state)
 {
     (void)state;
     kb_slot_init(&slot);
-    returned = 0;
     kb_slot_nudge(&slot); /* nobody waits yet */
+    returned = 0;
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, owner, NULL), 0);
     /* It watches (1 s) instead of sleeping at once. */
@@ -77,9 +90,7 @@ static void test_a_nudge_to_an_awake_owner_makes_its_next_wait_watch_before_slee
     assert_false(word() & SLEEPING);
     assert_int_equal(__atomic_load_n(&returned, __ATOMIC_SEQ_CST), 0);
     assert_true(owner_sleeps_within(5000));
-    kb_slot_post(&slot);
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(returned, 1);
+    post_and_join(t);
 }
 
 static void test_a_pending_post_is_taken_at_once_despite_a_nudge(void **state)
@@ -95,15 +106,10 @@ static void test_a_pending_post_is_taken_at_once_despite_a_nudge(void **state)
 static void test_a_post_during_the_watch_is_taken_by_the_watching_owner(void **state)
 {
     (void)state;
-    kb_slot_init(&slot);
-    returned = 0;
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, owner, NULL), 0);
+    pthread_t t = start_owner();
     assert_true(owner_sleeps_within(5000));
     kb_slot_nudge(&slot);
-    kb_slot_post(&slot); /* while it watches (or before): taken either way */
-    assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(returned, 1);
+    post_and_join(t); /* while it watches (or before): taken either way */
     assert_false(word() & SLEEPING);
 }
 
