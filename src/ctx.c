@@ -60,6 +60,7 @@ int kb_ctx_destroy(kb_ctx *ctx)
     if (kb_ctx_enter_idle(ctx) != 0)
         return KB_EBUSY;
     kb_pool_drain(ctx); /* joins every parked thread */
+    kb_graveyard_free(ctx);
     kb_queue_free(&ctx->waits);
     kb_queue_free(&ctx->colls);
     kb_completed_free(&ctx->done);

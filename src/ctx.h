@@ -42,6 +42,9 @@ struct kb_ctx {
     struct kb_worker *pool;        /* parked workers, kept between spawns */
     size_t pool_len;
     size_t pool_stack_size; /* their stack size (all the same) */
+    /* Under Valgrind only: ended workers whose memory is freed at destroy,
+     * not at once (worker.c: kb_worker_end says why). */
+    struct kb_worker *graveyard;
 };
 
 enum kb_access {

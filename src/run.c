@@ -319,7 +319,7 @@ static void release_workers(struct kb_run *run, int end_fresh)
             continue;
         run->ranks[i].w = NULL;
         if (w->exited || (end_fresh && w->fresh))
-            kb_worker_end(w);
+            kb_worker_end(run->ctx, w);
         else
             kb_worker_put(run->ctx, w);
     }

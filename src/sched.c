@@ -122,7 +122,7 @@ static void join_if_exited(struct kb_run *run, struct kb_rank *rk)
     if (!rk->w || !rk->w->exited)
         return;
     kb_wait_nudges(run);
-    kb_worker_end(rk->w);
+    kb_worker_end(run->ctx, rk->w);
     rk->w = NULL;
 }
 

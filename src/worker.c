@@ -10,6 +10,9 @@
 #include "annotate.h"
 #include "ctx.h"
 #include "run.h"
+#ifdef KB_HAVE_VALGRIND_H
+#include <valgrind/valgrind.h>
+#endif
 
 static void *worker_main(void *arg)
 {
@@ -82,7 +85,7 @@ void kb_worker_put(struct kb_ctx *ctx, struct kb_worker *w)
     ctx->pool_len++;
 }
 
-void kb_worker_end(struct kb_worker *w)
+void kb_worker_end(struct kb_ctx *ctx, struct kb_worker *w)
 {
     if (!w->exited) {
         w->cmd = KB_CMD_EXIT;
@@ -90,7 +93,33 @@ void kb_worker_end(struct kb_worker *w)
     }
     pthread_join(w->thread, NULL);
     free(w->altstack);
+    w->altstack = NULL;
+#ifdef KB_HAVE_VALGRIND_H
+    /* Valgrind models a FUTEX_WAKE as a write of the futex word when the
+     * system call returns, which can be after the owner of the word (this
+     * worker) has taken the post, ended and been freed: a rank that posted
+     * a sibling's slot is still "inside" futex_wake while the sibling
+     * unwinds and the driver frees it. DRD then reported that write
+     * against whatever the memory held next. The kernel reads and writes
+     * nothing there, so only the tools need the memory kept: until every
+     * thread of the ctx is joined (kb_ctx_destroy). */
+    if (RUNNING_ON_VALGRIND) {
+        w->next = ctx->graveyard;
+        ctx->graveyard = w;
+        return;
+    }
+#endif
+    (void)ctx;
     free(w);
+}
+
+void kb_graveyard_free(struct kb_ctx *ctx)
+{
+    while (ctx->graveyard) {
+        struct kb_worker *w = ctx->graveyard;
+        ctx->graveyard = w->next;
+        free(w);
+    }
 }
 
 void kb_pool_drain(struct kb_ctx *ctx)
@@ -99,7 +128,7 @@ void kb_pool_drain(struct kb_ctx *ctx)
     while (ctx->pool) {
         struct kb_worker *w = ctx->pool;
         ctx->pool = w->next;
-        kb_worker_end(w);
+        kb_worker_end(ctx, w);
     }
     ctx->pool_len = 0;
 }

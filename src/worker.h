@@ -59,8 +59,10 @@ int kb_worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out,
 /* Return a waiting worker to ctx's pool. */
 void kb_worker_put(struct kb_ctx *ctx, struct kb_worker *w);
 /* End a waiting worker's thread (cmd EXIT) and join it, or join one that
- * ended; then free it. */
-void kb_worker_end(struct kb_worker *w);
+ * ended; then free it (under Valgrind: at ctx's destroy). */
+void kb_worker_end(struct kb_ctx *ctx, struct kb_worker *w);
+/* Free the workers kb_worker_end set aside. Every thread of ctx joined. */
+void kb_graveyard_free(struct kb_ctx *ctx);
 /* End every pooled worker. */
 void kb_pool_drain(struct kb_ctx *ctx);
 /* Worker thread: pin itself to cpu, or restore its original mask (-1). */
