@@ -239,6 +239,18 @@ static int raising_late_rank(int rank, void *arg)
     return 0;
 }
 
+/* One spread spawn of fn that must fail with rank's code, and only that. */
+static void expect_spread_failure(kb_ctx *ctx, kb_rank_fn fn, int rank, int code)
+{
+    kb_spawn_opts spread = {.affinity = KB_AFFINITY_SPREAD};
+    kb_spawn_error *err = NULL;
+    assert_int_equal(kb_spawn(ctx, fn, NULL, MAXR, &spread, &err), KB_ESPAWN);
+    assert_int_equal(kb_spawn_error_count(err), 1);
+    assert_int_equal(kb_spawn_error_get(err, 0)->rank, rank);
+    assert_int_equal(kb_spawn_error_get(err, 0)->code, code);
+    kb_spawn_error_free(err);
+}
+
 static void test_affinity_spread_fails_cancels_and_replaces_threads_like_the_default(void **state)
 {
     (void)state;
@@ -246,14 +258,8 @@ static void test_affinity_spread_fails_cancels_and_replaces_threads_like_the_def
     assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
     long before = kbt_thread_baseline();
     kb_spawn_opts spread = {.affinity = KB_AFFINITY_SPREAD};
-    for (int run = 0; run < 10; run++) {
-        kb_spawn_error *err = NULL;
-        assert_int_equal(kb_spawn(ctx, raising_late_rank, NULL, MAXR, &spread, &err), KB_ESPAWN);
-        assert_int_equal(kb_spawn_error_count(err), 1);
-        assert_int_equal(kb_spawn_error_get(err, 0)->rank, 4);
-        assert_int_equal(kb_spawn_error_get(err, 0)->code, 9);
-        kb_spawn_error_free(err);
-    }
+    for (int run = 0; run < 10; run++)
+        expect_spread_failure(ctx, raising_late_rank, 4, 9);
     /* Every rank unwound (rank 4 raised, the others were cancelled): their
      * threads ended and were joined; nothing left behind. */
     assert_int_equal(kbt_settle_tasks(before, 2000), before);
@@ -282,14 +288,8 @@ static void test_affinity_spread_fails_cleanly_after_a_rank_finished(void **stat
     (void)state;
     kb_ctx *ctx;
     assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
-    kb_spawn_opts spread = {.affinity = KB_AFFINITY_SPREAD};
-    for (int run = 0; run < 10; run++) {
-        kb_spawn_error *err = NULL;
-        assert_int_equal(kb_spawn(ctx, finishing_then_raising_rank, NULL, MAXR, &spread, &err), KB_ESPAWN);
-        assert_int_equal(kb_spawn_error_count(err), 1);
-        assert_int_equal(kb_spawn_error_get(err, 0)->rank, 5);
-        kb_spawn_error_free(err);
-    }
+    for (int run = 0; run < 10; run++)
+        expect_spread_failure(ctx, finishing_then_raising_rank, 5, 5);
     assert_int_equal(kb_ctx_destroy(ctx), 0);
 }
 
