@@ -109,7 +109,12 @@ int bench_pin_here(void)
 
 long bench_status_kib(const char *field)
 {
-    FILE *f = fopen("/proc/self/status", "r");
+    return bench_proc_kib("/proc/self/status", field);
+}
+
+long bench_proc_kib(const char *path, const char *field)
+{
+    FILE *f = fopen(path, "r");
     if (!f)
         return -1;
     char line[256];

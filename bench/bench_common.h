@@ -55,5 +55,7 @@ int bench_pin_here(void);
 
 /** A field of /proc/self/status in KiB (e.g. "VmRSS", "VmHWM"), or -1. */
 long bench_status_kib(const char *field);
+/** The same for any "Field:   N kB" file, such as /proc/meminfo. */
+long bench_proc_kib(const char *path, const char *field);
 
 #endif

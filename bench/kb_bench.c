@@ -210,25 +210,6 @@ static void run_spawn(const struct bench_opts *o)
 
 static long idle_rss_kib = -1, idle_kstack_kib = -1;
 
-/* A field of /proc/meminfo in KiB (system-wide), or -1. */
-static long meminfo_kib(const char *field)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f)
-        return -1;
-    char line[256];
-    size_t len = strlen(field);
-    long kib = -1;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, field, len) == 0 && line[len] == ':') {
-            kib = strtol(line + len + 1, NULL, 10);
-            break;
-        }
-    }
-    fclose(f);
-    return kib;
-}
-
 /* Rank 0 reads the resident size at its second turn: every other rank has
  * run once and is suspended in kb_yield (idle). */
 static int yield_once(int rank, void *arg)
@@ -237,7 +218,7 @@ static int yield_once(int rank, void *arg)
     int rc = kb_yield();
     if (rank == 0 && measure) {
         idle_rss_kib = bench_status_kib("VmRSS");
-        idle_kstack_kib = meminfo_kib("KernelStack");
+        idle_kstack_kib = bench_proc_kib("/proc/meminfo", "KernelStack");
     }
     return rc;
 }
@@ -260,7 +241,7 @@ static void run_mem(const struct bench_opts *o)
     char buf[64];
     const char *impl = impl_name(o->stack, buf, sizeof buf);
     long base = bench_status_kib("VmRSS");
-    long kbase = meminfo_kib("KernelStack");
+    long kbase = bench_proc_kib("/proc/meminfo", "KernelStack");
     kb_ctx *ctx = ctx_or_die();
     spawn_or_die(ctx, yield_once, &idle_rss_kib, o->n, &so);
     long hwm = bench_status_kib("VmHWM");

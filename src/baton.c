@@ -33,12 +33,20 @@ void kb_slot_post(struct kb_slot *s)
         syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/* Nanoseconds since t0 (CLOCK_MONOTONIC). */
+static int64_t ns_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)(t.tv_sec - t0->tv_sec) * 1000000000 + (t.tv_nsec - t0->tv_nsec);
+}
+
 /* Look at the word until a post arrives or ns nanoseconds pass: 1 if
  * posted. The clock is read every few pauses (a pause is 10-150 cycles
  * depending on the CPU, so a count of them is no measure of time). */
 static int watch_for_post(struct kb_slot *s, unsigned ns)
 {
-    struct timespec t0, t;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         for (int i = 0; i < 16; i++) {
@@ -46,8 +54,7 @@ static int watch_for_post(struct kb_slot *s, unsigned ns)
                 return 1;
             ck_pr_stall();
         }
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) >= (long)ns)
+        if (ns_since(&t0) >= (int64_t)ns)
             return 0;
     }
 }
@@ -143,14 +150,13 @@ void kb_slot_nudge(struct kb_slot *s)
 void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns, unsigned nudged_ns)
 {
     if (max_ns && (ck_pr_load_32(&s->word) & COUNT) == s->seen) {
-        struct timespec t0, t;
+        struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         do {
             sched_yield();
             if ((ck_pr_load_32(&s->word) & COUNT) != s->seen)
                 break; /* posted: take it below without sleeping */
-            clock_gettime(CLOCK_MONOTONIC, &t);
-        } while ((int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec) < (int64_t)max_ns);
+        } while (ns_since(&t0) < (int64_t)max_ns);
     }
     slot_wait(s, NULL, nudged_ns);
 }

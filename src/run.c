@@ -63,6 +63,17 @@ static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
     run->altstack_size = min > 65536 ? min : 65536;
 }
 
+/* Under Valgrind, which runs one thread at a time: no spinning, looking
+ * or nudging, which would only burn the one thread's time slices. */
+static int under_valgrind(void)
+{
+#ifdef KB_HAVE_VALGRIND_H
+    return RUNNING_ON_VALGRIND != 0;
+#else
+    return 0;
+#endif
+}
+
 /* The number of online CPUs, read once per process: glibc's sysconf
  * answers it by opening and parsing /sys/devices/system/cpu/online, about
  * 6 us a call here, which was a third of a repeated one-rank spawn. A CPU
@@ -108,10 +119,8 @@ static long online_cpus(void)
 #define PARK_SPIN_MAX_RANKS 512
 static unsigned park_spin_ns(const struct kb_run *run)
 {
-#ifdef KB_HAVE_VALGRIND_H
-    if (RUNNING_ON_VALGRIND)
+    if (under_valgrind())
         return 0;
-#endif
     if (run->affinity != KB_AFFINITY_ONE_CPU)
         return PARK_SPIN_NS;
     return run->nprocs <= PARK_SPIN_MAX_RANKS ? PARK_SPIN_NS_PINNED : 0;
@@ -127,10 +136,8 @@ static unsigned park_spin_ns(const struct kb_run *run)
 static unsigned spin_budget(const struct kb_run *run)
 {
     long ncpu = online_cpus();
-#ifdef KB_HAVE_VALGRIND_H
-    if (RUNNING_ON_VALGRIND)
+    if (under_valgrind())
         return 0;
-#endif
     if (run->affinity == KB_AFFINITY_ONE_CPU || run->nprocs < 2 || run->nprocs > ncpu)
         return 0;
     return 200;
@@ -157,11 +164,7 @@ static int resolve_spread(struct kb_run *run)
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
         if (CPU_ISSET(cpu, &mask))
             run->cpus[run->ncpus++] = cpu;
-    run->nudged_ns = run->ncpus >= 2 ? KB_NUDGE_WATCH_NS : 0;
-#ifdef KB_HAVE_VALGRIND_H
-    if (RUNNING_ON_VALGRIND)
-        run->nudged_ns = 0;
-#endif
+    run->nudged_ns = run->ncpus >= 2 && !under_valgrind() ? KB_NUDGE_WATCH_NS : 0;
     return 0;
 }
 
@@ -180,16 +183,15 @@ static int resolve_spread(struct kb_run *run)
  * yielder would share the next holder's CPU; the spawn looks measured
  * slower there), not with KB_AFFINITY_SPREAD (its nudges keep both CPUs
  * busy already), not under Valgrind. */
+#define LOOK_NS 50000u
 static unsigned look_budget(const struct kb_run *run)
 {
-#ifdef KB_HAVE_VALGRIND_H
-    if (RUNNING_ON_VALGRIND)
+    if (under_valgrind())
         return 0;
-#endif
     long ncpu = online_cpus();
     if (run->affinity != 0 || ncpu < 2 || run->nprocs <= ncpu)
         return 0;
-    return 50000;
+    return LOOK_NS;
 }
 
 /* A path from the options, else the environment's (empty = unset). */

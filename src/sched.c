@@ -58,8 +58,8 @@ int kb_wanted_cpu(const struct kb_run *run, int rank)
  * rank not started yet watches in its worker's wait, worker.c). At the end
  * of a round that is this round's first rank: the next round's first in
  * round-robin order, a guess in the others (a wrong guess costs a wasted
- * watch, never the order). self: the holder (KB_DRIVER for the driver). Holder only, after next was
- * chosen and before it is posted. */
+ * watch, never the order). self: the holder (KB_DRIVER for the driver).
+ * Holder only, after next was chosen and before it is posted. */
 struct kb_slot *kb_ahead_of(const struct kb_run *run, int self, int next)
 {
     if (!run->nudged_ns || next == KB_DRIVER || run->norder < 2)

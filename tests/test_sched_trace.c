@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "helpers/kbt_util.h"
 #include "kbthreads.h"
 #include "trace.h"
 
@@ -191,9 +192,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return kbt_rm_rf(dir);
 }
 
 int main(void)

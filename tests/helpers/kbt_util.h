@@ -30,6 +30,14 @@ static inline int kbt_on_valgrind(void)
     return RUNNING_ON_VALGRIND ? 1 : 0;
 }
 
+/* Remove a test's scratch directory and everything in it: 0, or -1. */
+static inline int kbt_rm_rf(const char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
 /* 1 when built with AddressSanitizer or ThreadSanitizer. */
 static inline int kbt_under_sanitizer(void)
 {
