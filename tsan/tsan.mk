@@ -27,6 +27,13 @@ UBSAN_RUN_OPTIONS ?= halt_on_error=1 print_stacktrace=1
 
 # Packaging tests install and build consumers: not a sanitizer's job.
 SAN_CTEST_EXCLUDE := -LE valgrind -E '^packaging_'
+# Not under TSan: test_rel_signals, the signal storm. TSan's runtime can
+# deadlock on itself when a signal lands inside its own free() bookkeeping
+# (seen here: the handler waits in __tsan::SlotLock, called from
+# CallUserSignalHandler, on the thread interrupted in MetaMap::FreeRange),
+# which hangs the test until its timeout. The storm still runs plain,
+# under memcheck and under ASan.
+TSAN_CTEST_EXCLUDE := -LE valgrind -E '^(packaging_|test_rel_signals$$)'
 
 .PHONY: tsan asan helgrind drd
 
@@ -35,7 +42,7 @@ tsan: deps
 	      -DKB_SANITIZE=thread -DKB_VALGRIND_TESTS=OFF -DKB_BUILD_TESTS=ON -DKB_BUILD_EXAMPLES=ON $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="$(strip $(TSAN_RUN_OPTIONS))" \
-	  ctest --output-on-failure --no-tests=error -j $(JOBS) $(SAN_CTEST_EXCLUDE)
+	  ctest --output-on-failure --no-tests=error -j $(JOBS) $(TSAN_CTEST_EXCLUDE)
 
 asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_C_COMPILER=$(SAN_CC) -DCMAKE_BUILD_TYPE=$(SAN_BUILD_TYPE) \
