@@ -58,7 +58,7 @@ void bench_parse(int argc, char **argv, struct bench_opts *o)
 {
     const char *slash = strrchr(argv[0], '/');
     prog = slash ? slash + 1 : argv[0];
-    *o = (struct bench_opts){.n = 1, .m = 1000, .reps = 5, .k = 1};
+    *o = (struct bench_opts){.n = 1, .m = 1000, .reps = 5, .k = 1, .join_ms = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -80,6 +80,9 @@ void bench_parse(int argc, char **argv, struct bench_opts *o)
             i++;
         } else if (strcmp(a, "--k") == 0) {
             o->k = parse_long(a, v);
+            i++;
+        } else if (strcmp(a, "--join") == 0) {
+            o->join_ms = parse_long(a, v);
             i++;
         } else if (a[0] != '-' && !o->mode) {
             o->mode = a;

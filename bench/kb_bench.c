@@ -5,6 +5,10 @@
  *   kb_bench wait       --n N --m M --reps R [--pin|--spread]   ns per kb_wait on a fresh handle (a drain
  *                                                                per round)
  *   kb_bench collective --n N --m M --reps R [--pin|--spread]   ns per collective submit + wait
+ *   kb_bench yield|wait|collective ... --join MS                 the same loops driven by kb_start and
+ *                                                                kb_join(pc, MS) slices until it returns 1
+ *                                                                (impl kbthreads_join), as the Python binding
+ *                                                                drives a spawn
  *   kb_bench spawn      --n N --k K --reps R [--pin|--spread]   ns per rank: cold (fresh ctx) and repeated
  *                                                                (one ctx)
  *   kb_bench mem        --n N [--stack BYTES]                   KiB per rank: resident while idle, and peak
@@ -100,6 +104,22 @@ static void spawn_or_die(kb_ctx *ctx, kb_rank_fn fn, void *arg, long n, const kb
                   err ? kb_spawn_error_message(err) : "");
 }
 
+/* --join: kb_start, then kb_join(pc, ms) until it returns 1. */
+static void join_or_die(kb_ctx *ctx, kb_rank_fn fn, void *arg, long n, const kb_spawn_opts *opts, long ms)
+{
+    kb_process_context *pc;
+    int rc = kb_start(ctx, fn, arg, (int)n, opts, &pc);
+    if (rc != 0)
+        bench_die("kb_start(%ld ranks): %s", n, kb_strerror(rc));
+    kb_spawn_error *err = NULL;
+    while ((rc = kb_join(pc, ms, &err)) == 0)
+        ;
+    if (rc != 1)
+        bench_die("kb_join(%ld ranks): %s%s%s", n, kb_strerror(rc), err ? ": " : "",
+                  err ? kb_spawn_error_message(err) : "");
+    kb_process_context_free(pc);
+}
+
 static kb_ctx *ctx_or_die(void)
 {
     kb_ctx *ctx;
@@ -112,6 +132,8 @@ static kb_ctx *ctx_or_die(void)
 /* The impl name of the loop and spawn figures. */
 static const char *affinity_impl(const struct bench_opts *o)
 {
+    if (o->join_ms >= 0)
+        return o->spread ? "kbthreads_spread_join" : "kbthreads_join";
     return o->spread ? "kbthreads_spread" : "kbthreads";
 }
 
@@ -149,7 +171,10 @@ static void run_loop(const struct bench_opts *o, enum loop_kind kind, const char
         bench_die("out of memory");
     a.ctx = ctx_or_die();
     for (int rep = -1; rep < o->reps; rep++) {
-        spawn_or_die(a.ctx, loop_rank, &a, o->n, &so);
+        if (o->join_ms >= 0)
+            join_or_die(a.ctx, loop_rank, &a, o->n, &so, o->join_ms);
+        else
+            spawn_or_die(a.ctx, loop_rank, &a, o->n, &so);
         uint64_t first = UINT64_MAX, last = 0;
         for (long r = 0; r < o->n; r++) {
             first = a.t_first[r] < first ? a.t_first[r] : first;
@@ -278,7 +303,10 @@ int main(int argc, char **argv)
     bench_parse(argc, argv, &o);
     if (!o.mode)
         bench_die("usage: kb_bench yield|wait|collective|spawn|mem|maxn [--n N] [--m M] [--k K] [--reps R] "
-                  "[--pin | --spread] [--stack BYTES]");
+                  "[--pin | --spread] [--join MS] [--stack BYTES]");
+    if (o.join_ms >= 0 && strcmp(o.mode, "yield") != 0 && strcmp(o.mode, "wait") != 0 &&
+        strcmp(o.mode, "collective") != 0)
+        bench_die("--join applies to yield, wait and collective, not %s", o.mode);
     if (o.spread && (strcmp(o.mode, "mem") == 0 || strcmp(o.mode, "maxn") == 0))
         bench_die("--spread applies to yield, wait, collective and spawn, not %s", o.mode);
     bench_info("kb_version", kb_version());

@@ -147,7 +147,9 @@ void kb_slot_nudge(struct kb_slot *s)
     }
 }
 
-void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns, unsigned nudged_ns)
+/* Look at the word for up to max_ns, yielding the CPU between looks,
+ * until it is posted (then the caller takes the post without sleeping). */
+static void look_yielding(struct kb_slot *s, unsigned max_ns)
 {
     if (max_ns && (ck_pr_load_32(&s->word) & COUNT) == s->seen) {
         struct timespec t0;
@@ -155,8 +157,19 @@ void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns, unsigned nudged_ns)
         do {
             sched_yield();
             if ((ck_pr_load_32(&s->word) & COUNT) != s->seen)
-                break; /* posted: take it below without sleeping */
+                break;
         } while (ns_since(&t0) < (int64_t)max_ns);
     }
+}
+
+void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns, unsigned nudged_ns)
+{
+    look_yielding(s, max_ns);
     slot_wait(s, NULL, nudged_ns);
+}
+
+int kb_slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline)
+{
+    look_yielding(s, max_ns);
+    return slot_wait(s, deadline, 0);
 }

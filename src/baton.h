@@ -93,5 +93,7 @@ void kb_slot_nudge(struct kb_slot *s);
  * deadline: 0 = posted (the caller holds the baton), -1 = timed out (it
  * does not; call again). */
 int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline);
+/* Owner only: kb_slot_wait_yield's looks, then kb_slot_wait_until. */
+int kb_slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline);
 
 #endif

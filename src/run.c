@@ -11,7 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ck_pr.h>
+
 #include "alloc.h"
+#include "annotate.h"
 #include "run.h"
 #ifdef KB_HAVE_VALGRIND_H
 #include <valgrind/valgrind.h>
@@ -442,6 +445,7 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
     run->spins = spin_budget(run);
     run->look_ns = look_budget(run);
     run->driver_tid = gettid();
+    kb_hb_sync_word(&run->join_due, sizeof run->join_due);
     if (run->stall_ms)
         kb_watch_setup(run);
     if (run->crash_report)
@@ -496,7 +500,6 @@ int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
         return rc;
     }
     ctx->run = run;
-    run->fast_rounds = 1;
     struct driver_pin pin;
     pin_driver(run, &pin);
     while ((rc = kb_sched_round(run)) == 0)
@@ -561,14 +564,6 @@ static struct timespec deadline_after(long ms)
     return t;
 }
 
-static int passed(const struct timespec *deadline)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > deadline->tv_sec ||
-           (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
-}
-
 int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err)
 {
     if (err)
@@ -587,18 +582,22 @@ int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err)
         return pc->result;
     }
     run->driver_tid = gettid();
-    /* A timeout is checked after each round's drain, on the driver. */
-    run->fast_rounds = timeout_ms < 0;
-    struct timespec deadline;
-    if (timeout_ms >= 0)
-        deadline = deadline_after(timeout_ms);
+    /* A timeout is checked after each round's drain, on the driver. Ranks
+     * run round boundaries themselves meanwhile, as in kb_spawn, until the
+     * driver raises join_due at the deadline (sched.c: driver_wait); a
+     * zero timeout raises it at once: exactly one round. */
+    run->join_timed = timeout_ms >= 0;
+    if (run->join_timed)
+        run->join_deadline = deadline_after(timeout_ms);
+    ck_pr_store_int(&run->join_due, timeout_ms == 0);
     struct driver_pin pin;
     pin_driver(run, &pin);
     for (;;) {
         rc = kb_sched_round(run);
         if (rc != 0)
             break;
-        if (timeout_ms >= 0 && passed(&deadline)) {
+        if (run->join_timed && kb_time_passed(&run->join_deadline)) {
+            run->join_timed = 0;
             unpin_driver(&pin);
             if (run->stats)
                 kb_stats_fill(run, run->stats);
@@ -606,6 +605,7 @@ int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err)
             return 0;
         }
     }
+    run->join_timed = 0;
     unpin_driver(&pin);
     if (rc != 1 && err)
         *err = kb_spawn_error_build(run);

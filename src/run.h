@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <sys/types.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "baton.h"
 #include "ctx.h"
@@ -88,13 +89,18 @@ struct kb_run {
     size_t stack_size;
     struct kb_rank *ranks;
     /* (B) scheduler fields */
-    int holder;         /* KB_DRIVER or a rank index */
-    int nlive;          /* number of not-finished ranks */
-    int *order;         /* this round's ranks in visiting order (capacity nprocs) */
-    int norder;         /* entries in order */
-    int pos;            /* index in order of the rank holding the baton */
-    uint64_t round_t0;  /* with a timeline: when the current round began */
-    int fast_rounds;    /* ranks may run round boundaries themselves (not in a timed kb_join) */
+    int holder;        /* KB_DRIVER or a rank index */
+    int nlive;         /* number of not-finished ranks */
+    int *order;        /* this round's ranks in visiting order (capacity nprocs) */
+    int norder;        /* entries in order */
+    int pos;           /* index in order of the rank holding the baton */
+    uint64_t round_t0; /* with a timeline: when the current round began */
+    /* A timed kb_join's deadline passed: the rank ending a round hands the
+     * baton to the driver (kb_round_boundary). A ck_pr word, the one
+     * scheduler field written without the baton: the driver sets it while
+     * ranks run (sched.c: driver_wait) and clears it at the start of each
+     * kb_join, holding the baton; ranks only read it. */
+    int join_due;
     unsigned spins;     /* looks at its slot a suspended rank takes before sleeping (run.c) */
     unsigned look_ns;   /* else how long it looks at it, yielding, before sleeping (run.c) */
     unsigned nudged_ns; /* KB_AFFINITY_SPREAD: how long a nudged rank watches its slot; 0 = no nudges */
@@ -111,6 +117,8 @@ struct kb_run {
     uint64_t *rank_turns;  /* per rank, when stats are wanted, else NULL */
     uint64_t *rank_cpu_ns; /* per rank, when stats are wanted, else NULL */
     /* driver-only fields */
+    int join_timed;                /* a timed kb_join is driving: join_due is to be set at... */
+    struct timespec join_deadline; /* ...this absolute CLOCK_MONOTONIC time */
     /* how long the driver, and a worker whose rank finished, look at their
      * slots before they sleep (run.c: park_spin_ns) */
     unsigned park_spin_ns;
@@ -195,17 +203,25 @@ void kb_barrier_check(struct kb_run *run);
  * round's order, or KB_DRIVER at the end of the round. Baton holder. */
 int kb_next_in_round(struct kb_run *run);
 /* At the end of a round, on the rank that ends it: when the driver has
- * nothing to do (nothing to drain, ranks still live, no limit, replay or
- * join timeout to check), run the round boundary here (the empty drain,
- * the next round's order) and return the next round's first rank; else
- * KB_DRIVER. */
+ * nothing to do (nothing to drain, ranks still live, no limit or replay to
+ * check, no timed kb_join whose deadline passed), run the round boundary
+ * here (the empty drain, the next round's order) and return the next
+ * round's first rank; else KB_DRIVER. */
 int kb_round_boundary(struct kb_run *run);
+/* Driver, in a timed kb_join: the deadline at which to set join_due, or
+ * NULL when there is none (not timed, or set already). */
+const struct timespec *kb_join_deadline(const struct kb_run *run);
+/* Driver, after a timed wait returned without the baton: set join_due if
+ * the deadline has passed. */
+void kb_join_expire(struct kb_run *run);
 
 /* Turn accounting (stats, timeline): called by a rank thread when its turn
  * starts and just before it hands the baton on. No-ops unless observed. */
 void kb_turn_begin(struct kb_rank *rk);
 void kb_turn_end(struct kb_rank *rk);
 uint64_t kb_now_ns(void);
+/* Has the absolute CLOCK_MONOTONIC time t passed? */
+int kb_time_passed(const struct timespec *t);
 
 /* Fill the caller's kb_spawn_stats from the run. */
 void kb_stats_fill(const struct kb_run *run, kb_spawn_stats *stats);

@@ -21,6 +21,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "run.h"
@@ -94,13 +95,43 @@ void kb_barrier_check(struct kb_run *run)
     }
 }
 
-/* Driver: take the baton back. */
+int kb_time_passed(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
+const struct timespec *kb_join_deadline(const struct kb_run *run)
+{
+    return run->join_timed && !ck_pr_load_int(&run->join_due) ? &run->join_deadline : NULL;
+}
+
+void kb_join_expire(struct kb_run *run)
+{
+    if (kb_join_deadline(run) && kb_time_passed(&run->join_deadline))
+        ck_pr_store_int(&run->join_due, 1);
+}
+
+/* Driver: take the baton back. In a timed kb_join the ranks run round
+ * boundaries themselves as in kb_spawn; the driver sleeps no longer than
+ * the join's deadline, then raises join_due, so that the rank ending the
+ * current round hands the baton back (kb_round_boundary), and waits on.
+ * No clock is read on the ranks' side. */
 static void driver_wait(struct kb_run *run)
 {
-    if (run->stall_ms)
-        kb_watch_wait(run);
-    else
-        kb_slot_wait_yield(&run->ctx->driver_slot, run->park_spin_ns, 0); /* never nudged */
+    struct kb_slot *slot = &run->ctx->driver_slot;
+    if (run->stall_ms) {
+        kb_watch_wait(run); /* minds the join's deadline too */
+        return;
+    }
+    const struct timespec *deadline = kb_join_deadline(run);
+    if (deadline) {
+        if (kb_slot_wait_yield_until(slot, run->park_spin_ns, deadline) == 0)
+            return;
+        kb_join_expire(run);
+    }
+    kb_slot_wait_yield(slot, run->park_spin_ns, 0); /* never nudged */
 }
 
 void kb_wait_nudges(struct kb_run *run)
@@ -272,9 +303,11 @@ int kb_round_boundary(struct kb_run *run)
 {
     /* Anything for the driver: a drain with work (the engine's hooks run
      * on the driver), the end of the spawn, a round limit, a replay to
-     * check, or a kb_join timeout to look at. */
-    if (!run->fast_rounds || run->replay || run->nlive == 0 || kb_queue_len(&run->ctx->waits) > 0 ||
-        kb_queue_len(&run->ctx->colls) > 0 || (run->max_rounds && run->rounds >= run->max_rounds))
+     * check, or a timed kb_join whose deadline passed (join_due: one load
+     * of a word the driver writes at most once per join). */
+    if (ck_pr_load_int(&run->join_due) || run->replay || run->nlive == 0 ||
+        kb_queue_len(&run->ctx->waits) > 0 || kb_queue_len(&run->ctx->colls) > 0 ||
+        (run->max_rounds && run->rounds >= run->max_rounds))
         return KB_DRIVER;
     end_round(run);
     /* The round's drain, which has nothing to do: still exactly one per

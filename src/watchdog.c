@@ -103,8 +103,13 @@ void kb_watch_wait(struct kb_run *run)
         uint64_t start = ck_pr_load_64(&run->turn_ns);
         uint64_t limit = (uint64_t)run->stall_ms * 1000000u;
         struct timespec deadline = to_timespec(seq == reported ? now_ns() + limit : start + limit);
+        const struct timespec *join = kb_join_deadline(run); /* a timed kb_join's, sooner */
+        if (join && (join->tv_sec < deadline.tv_sec ||
+                     (join->tv_sec == deadline.tv_sec && join->tv_nsec < deadline.tv_nsec)))
+            deadline = *join;
         if (kb_slot_wait_until(&run->ctx->driver_slot, &deadline) == 0)
             return;
+        kb_join_expire(run);
         if (ck_pr_load_64(&run->turn_seq) != seq || seq == reported)
             continue;
         int holder = ck_pr_load_int(&run->holder);

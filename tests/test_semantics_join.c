@@ -628,6 +628,107 @@ static void test_hooks_get_ebusy_and_ranks_get_eperm_for_driver_calls(void **sta
     fe_free(f);
 }
 
+/* ---- timed joins keep the round boundaries ranks run themselves -------- */
+
+static int yield_50(int rank, void *arg)
+{
+    (void)rank;
+    (void)arg;
+    for (int i = 0; i < 50; i++) {
+        int rc = kb_yield();
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void stats_of_start_and_join(long timeout_ms, kb_spawn_stats *st)
+{
+    kb_ctx *ctx;
+    kb_process_context *pc;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    assert_int_equal(kb_start(ctx, yield_50, NULL, 3, NULL, &pc), 0);
+    int rc;
+    while ((rc = kb_join(pc, timeout_ms, NULL)) == 0)
+        ;
+    assert_int_equal(rc, 1);
+    assert_int_equal(kb_process_context_stats(pc, st), 0);
+    kb_process_context_free(pc);
+    assert_int_equal(kb_ctx_destroy(ctx), 0);
+}
+
+/* A kb_join with a timeout that does not pass drives the rounds as
+ * kb_spawn does: a round with nothing to drain hands the baton from rank
+ * to rank, never through the driver, so rounds, turns, handoffs and
+ * drains are kb_spawn's. */
+static void test_timed_join_hands_the_baton_as_kb_spawn_does(void **state)
+{
+    (void)state;
+    kb_ctx *ctx;
+    kb_spawn_stats spawned = {0}, timed = {0}, untimed = {0};
+    kb_spawn_opts opts = {.stats = &spawned};
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    assert_int_equal(kb_spawn(ctx, yield_50, NULL, 3, &opts, NULL), 0);
+    assert_int_equal(kb_ctx_destroy(ctx), 0);
+    stats_of_start_and_join(60000, &timed);
+    stats_of_start_and_join(-1, &untimed);
+    assert_int_equal(spawned.rounds, 51);
+    assert_int_equal(timed.rounds, spawned.rounds);
+    assert_int_equal(timed.turns, spawned.turns);
+    assert_int_equal(timed.drains, spawned.drains);
+    assert_int_equal(timed.handoffs, spawned.handoffs);
+    assert_int_equal(timed.handoffs, timed.turns + 1); /* one from the driver, one back */
+    assert_int_equal(untimed.handoffs, spawned.handoffs);
+}
+
+static int yield_until_cancelled(int rank, void *arg)
+{
+    (void)rank;
+    (void)arg;
+    while (kb_yield() == 0)
+        ;
+    return 0;
+}
+
+/* Ranks that yield forever, with nothing to drain, never hand the baton to
+ * the driver by themselves: a timed join still returns 0 once its
+ * deadline has passed, at the end of a round, having run many rounds
+ * without the driver; the process context then cancels them. opts may
+ * turn on the stall watchdog, whose timed waits also watch the deadline. */
+static void check_timed_join_returns_from_endless_rounds(const kb_spawn_opts *opts)
+{
+    kb_ctx *ctx;
+    kb_process_context *pc;
+    kb_spawn_stats st = {0};
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    assert_int_equal(kb_start(ctx, yield_until_cancelled, NULL, 2, opts, &pc), 0);
+    assert_int_equal(kb_join(pc, 20, NULL), 0);
+    assert_int_equal(kb_process_context_stats(pc, &st), 0);
+    assert_true(st.rounds > 1);
+    assert_int_equal(st.turns, 2 * st.rounds);   /* the join returned at a round's end */
+    assert_int_equal(st.handoffs, st.turns + 1); /* the driver was in no round boundary */
+    assert_int_equal(st.drains, st.rounds);      /* the empty drains, one per round */
+    assert_int_equal(kb_join(pc, 0, NULL), 0);   /* and again: exactly one more round */
+    kb_spawn_stats again = {0};
+    assert_int_equal(kb_process_context_stats(pc, &again), 0);
+    assert_int_equal(again.rounds, st.rounds + 1);
+    kb_process_context_free(pc);
+    assert_int_equal(kb_ctx_destroy(ctx), 0);
+}
+
+static void test_timed_join_returns_after_its_deadline_when_ranks_never_need_the_driver(void **state)
+{
+    (void)state;
+    check_timed_join_returns_from_endless_rounds(NULL);
+}
+
+static void test_timed_join_with_the_stall_watchdog_returns_after_its_deadline(void **state)
+{
+    (void)state;
+    kb_spawn_opts opts = {.stall_ms = 60000};
+    check_timed_join_returns_from_endless_rounds(&opts);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -646,6 +747,9 @@ int main(void)
         cmocka_unit_test(test_join_timeout_is_checked_after_each_rounds_drain),
         cmocka_unit_test(test_ctx_used_between_joins_is_seen_by_the_next_round),
         cmocka_unit_test(test_hooks_get_ebusy_and_ranks_get_eperm_for_driver_calls),
+        cmocka_unit_test(test_timed_join_hands_the_baton_as_kb_spawn_does),
+        cmocka_unit_test(test_timed_join_returns_after_its_deadline_when_ranks_never_need_the_driver),
+        cmocka_unit_test(test_timed_join_with_the_stall_watchdog_returns_after_its_deadline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

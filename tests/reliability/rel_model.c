@@ -86,7 +86,7 @@ struct model {
     int nlive_snap;
     /* statistics */
     uint64_t rounds, turns, handoffs, drains, ews, ncolls;
-    int fast_rounds; /* round boundaries without the driver: not in a timed kb_join */
+    int join_last; /* this round is a timed kb_join's last: its boundary goes to the driver */
     uint64_t rank_turns[RP_MAX_RANKS];
 };
 
@@ -860,9 +860,10 @@ static int round_(struct model *M)
     }
     /* The last rank of the round hands the baton to the driver only when
      * the driver has work: a drain with something to do, the end of the
-     * spawn, a round limit reached, or a kb_join timeout to check; else it
-     * runs the empty drain and starts the next round itself (design.md). */
-    if (!M->fast_rounds || M->nlive == 0 || M->wn > 0 || M->cn > 0 ||
+     * spawn, a round limit reached, or a timed kb_join whose deadline
+     * passed (the call's last round); else it runs the empty drain and
+     * starts the next round itself (design.md). */
+    if (M->join_last || M->nlive == 0 || M->wn > 0 || M->cn > 0 ||
         (M->ph->max_rounds && M->rounds >= M->ph->max_rounds))
         handoff(M, -1);
     if (M->mutant == RM_NO_FINAL_DRAIN && M->nlive == 0)
@@ -941,7 +942,7 @@ static void run_phase(struct model *M, int phase)
     new_run(M, ph);
     if (ph->kind == RP_SPAWN) {
         int rc;
-        M->fast_rounds = 1;
+        M->join_last = 0;
         while ((rc = round_(M)) == 0)
             ;
         rc = rc == 1 ? 0 : rc;
@@ -977,8 +978,8 @@ static void run_phase(struct model *M, int phase)
                           : M->clock && calls < RP_MAX_JOIN_CALLS ? M->clock->rounds[phase][calls]
                                                                   : -1;
             long ran = 0;
-            M->fast_rounds = timeout < 0;
             for (;;) {
+                M->join_last = budget >= 0 && ran + 1 >= budget;
                 rc = round_(M);
                 if (rc != 0)
                     break;
