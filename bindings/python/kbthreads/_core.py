@@ -24,7 +24,9 @@ from __future__ import annotations
 import atexit
 import collections.abc
 import itertools
+import sys
 import threading
+import warnings
 import time
 import weakref
 from ctypes import byref, c_void_p
@@ -40,6 +42,7 @@ __all__ = [
     "RankFailure",
     "SpawnException",
     "Worker",
+    "accelerated",
     "barrier",
     "cancelled",
     "default_context",
@@ -51,6 +54,7 @@ __all__ = [
 ]
 
 _RC_FAILED = 1  # what a rank returns to the library when its body raised
+_KB_WAIT_COLLECTIVE = _lib.KB_WAIT_COLLECTIVE
 _JOIN_SLICE_MS = 50  # the driver returns to Python this often (Ctrl-C, timeouts)
 _tls = threading.local()  # .worker on rank threads, .hook_depth on driver threads
 
@@ -170,25 +174,51 @@ def _suspension(rc: int, what: str) -> None:
     raise KbError(rc, what)
 
 
-def yield_() -> None:
+def _yield_ctypes() -> None:
     """Give the baton to the next rank (a bare switch to the scheduler).
     Raises SystemExit when this rank is being cancelled."""
-    _suspension(lib.kb_yield(), "yield_")
+    rc = _kb_yield()
+    if rc:
+        _suspension(rc, "yield_")
 
 
-def barrier() -> None:
+def _barrier_ctypes() -> None:
     """Wait until every not-finished rank of this spawn has arrived (kb_barrier).
     Raises SystemExit when this rank is being cancelled."""
-    _suspension(lib.kb_barrier(), "barrier")
+    rc = _kb_barrier()
+    if rc:
+        _suspension(rc, "barrier")
+
+
+_kb_yield = lib.kb_yield
+_kb_barrier = lib.kb_barrier
+_kb_wait = lib.kb_wait
+_kb_is_completed = lib.kb_is_completed
+_kb_collective_submit = lib.kb_collective_submit
+_accel = _lib.accel
+
+# The suspension points: the accelerator's C functions when it is loaded
+# (same behaviour: they raise SystemExit, RuntimeError or KbError alike).
+yield_: Callable[[], None] = _accel.yield_ if _accel is not None else _yield_ctypes
+barrier: Callable[[], None] = _accel.barrier if _accel is not None else _barrier_ctypes
+
+
+def accelerated() -> bool:
+    """True when the binding's hot paths run in its C accelerator
+    (kbthreads._accel), False on the pure-ctypes path."""
+    return _accel is not None
 
 
 def _hook_depth() -> int:
-    return getattr(_tls, "hook_depth", 0)
+    """Engine hooks running on this thread: the Python hooks' count, plus
+    the accelerator's C wait hook's."""
+    depth = getattr(_tls, "hook_depth", 0)
+    return depth + _accel.hook_depth() if _accel is not None else depth
 
 
 class _InHook:
     def __enter__(self):
-        _tls.hook_depth = _hook_depth() + 1
+        _tls.hook_depth = getattr(_tls, "hook_depth", 0) + 1
 
     def __exit__(self, *exc):
         _tls.hook_depth -= 1
@@ -304,13 +334,18 @@ class PendingCollectives(PendingWaits):
     def append(self, entry) -> None:
         h, sip_id, meta = entry
         c = self._ctx
-        i = c._id(h)
+        i = c._h2id.get(h)
+        if i is None:
+            i = c._id(h)
         token = 0
         if meta is not None:
             token = next(c._meta_tokens)
             c._metas[token] = meta
-        with c._guard():
-            rc = lib.kb_collective_submit(c._ptr, i, int(sip_id), token or None)
+        if getattr(_tls, "worker", None) is not None:  # a rank holds the baton: no lock
+            rc = _kb_collective_submit(c._ptr, i, int(sip_id), token or None)
+        else:
+            with c._guard():
+                rc = _kb_collective_submit(c._ptr, i, int(sip_id), token or None)
         if rc != 0:
             c._metas.pop(token, None)
             raise KbError(rc, "kb_collective_submit")
@@ -371,6 +406,14 @@ class CompletedSet(_Unsupported, collections.abc.Set):
 
     def __repr__(self) -> str:
         return "{" + ", ".join(repr(h) for h in self._snapshot()) + "}" if len(self) else "set()"
+
+
+def _is_greenlet_exit(e: BaseException) -> bool:
+    """Is e greenlet's GreenletExit? Only a program that imported greenlet
+    can raise it, so greenlet is looked up, never imported."""
+    greenlet = sys.modules.get("greenlet")
+    exit_type = getattr(greenlet, "GreenletExit", None)
+    return isinstance(exit_type, type) and isinstance(e, exit_type)
 
 
 def _name_python_thread(name: str):
@@ -442,6 +485,10 @@ class _Run:
                     # the cancellation itself (SystemExit) or any other
                     # BaseException while being cancelled: the reference's
                     # cleanup loop swallows those, the rank is no error
+                    return 0
+                if _is_greenlet_exit(e):
+                    # the reference's wrapper lets it out of the greenlet,
+                    # and greenlet takes that for a normal death
                     return 0
                 # SystemExit / KeyboardInterrupt / ... from a rank nobody
                 # cancelled: the reference lets it escape spawn raw; here it
@@ -584,6 +631,14 @@ class ProcessContext:
         run = getattr(self, "_run", None)
         if run is None or run.done or run.joining:
             return
+        # As Python does for an unclosed file: dropping a live spawn is a
+        # resource left to the collector, and its ranks may never have run.
+        warnings.warn(
+            f"unclosed {self!r}: its unfinished ranks are cancelled without running further "
+            "(join() or close() it)",
+            ResourceWarning,
+            source=self,
+        )
         if _may_drive():
             run.cancel()
         else:
@@ -671,15 +726,25 @@ class Context:
         self.__colls = PendingCollectives(self)
         self.__completed = CompletedSet(self)
         self.engine = engine
-        self._hooks = (
-            _lib.WAIT_HOOK(self._wait_hook),
-            _lib.BIND_HOOK(self._bind_hook),
-            _lib.ABORT_HOOK(self._abort_hook),
-        )
-        eng = _lib.Engine(None, *self._hooks)
+        # With the accelerator, a C Core holds the handle ids and runs a
+        # rank's wait and the engine's wait hook (its engine self); it is
+        # kept alive in _hooks as long as the kb_ctx.
+        self._core = None
+        if _accel is not None:
+            overridden = type(self).wait is not Context.wait
+            self._core = _accel.Core(self, self._h2id, self._id2h, 1, overridden)
+            wait_cb = _lib.WAIT_HOOK(_accel.wait_hook_address())
+            eng_self = c_void_p(id(self._core))
+        else:
+            wait_cb = _lib.WAIT_HOOK(self._wait_hook)
+            eng_self = c_void_p()
+        self._hooks = (self._core, wait_cb, _lib.BIND_HOOK(self._bind_hook), _lib.ABORT_HOOK(self._abort_hook))
+        eng = _lib.Engine(eng_self, *self._hooks[1:])
         rc = lib.kb_ctx_create(byref(eng), byref(self._ptr))
         if rc != 0:
             raise KbError(rc, "kb_ctx_create")
+        if self._core is not None:
+            self._core.attach(self._ptr.value)
         self._distributed = None
         self.distributed = distributed
         self.multiprocessing = MultiprocessingNamespace(self)
@@ -689,16 +754,18 @@ class Context:
 
     # ---- handles ---------------------------------------------------------------
     def _id(self, h) -> int:
-        try:
-            return self._h2id[h]
-        except KeyError:
-            with self._id_lock:
-                i = self._h2id.get(h)
-                if i is None:
-                    i = next(self._ids)
-                    self._id2h[i] = h
-                    self._h2id[h] = i
-                return i
+        i = self._h2id.get(h)  # TypeError for an unhashable h, as a handle must be hashable
+        if i is not None:
+            return i
+        if self._core is not None:
+            return self._core.id(h)  # one counter for both paths
+        with self._id_lock:
+            i = self._h2id.get(h)
+            if i is None:
+                i = next(self._ids)
+                self._id2h[i] = h
+                self._h2id[h] = i
+            return i
 
     def _handle(self, i: int):
         return self._id2h.get(i, i)
@@ -756,11 +823,28 @@ class Context:
         raises what the engine's wait raised. ``_meta`` is what the drain
         passes for a collective (as the reference's drain does); the binding
         itself does not use it."""
-        i = self._id(h)
-        with self._guard():
-            # The reference's fast path, checked here first: a completed
-            # handle returns at once, also in the cleanup of a cancelled rank
-            # (where kb_wait itself answers KB_ECANCELED before looking at h).
+        core = self._core
+        if core is not None:
+            if core.wait(h) is None:  # a rank's wait, done in C
+                return
+            i = self._h2id[h]  # off a rank (NotImplemented): the driver path below
+        else:
+            i = self._h2id.get(h)
+            if i is None:
+                i = self._id(h)
+        if core is None and getattr(_tls, "worker", None) is not None:
+            # A rank (it holds the baton: no lock). The reference's fast
+            # path first: a completed handle returns at once, also in the
+            # cleanup of a cancelled rank, where kb_wait itself answers
+            # KB_ECANCELED before looking at h.
+            ptr = self._ptr
+            if _kb_is_completed(ptr, i) == 1:
+                return
+            rc = _kb_wait(ptr, i)
+            if rc == 0:
+                return
+            self._raise(rc, "wait")
+        with self._guard():  # the driver side
             if lib.kb_is_completed(self._ptr, i) == 1:
                 return
             rc = lib.kb_wait(self._ptr, i)
@@ -792,19 +876,29 @@ class Context:
         return code
 
     def _wait_hook(self, _self, hid: int, meta, origin: int) -> int:
-        h = self._handle(hid)
+        # Called once per drained handle (the C accelerator's hook, or a
+        # ctypes callback): kept to a few dict lookups and the engine call.
+        h = self._id2h.get(hid, hid)
+        tls = _tls
+        depth = getattr(tls, "hook_depth", 0)
+        tls.hook_depth = depth + 1
         try:
-            with _in_hook:
-                if origin == _lib.KB_WAIT_COLLECTIVE:
-                    # drain phase (b): the reference calls ctx.wait(h, _meta=meta)
-                    self.wait(h, _meta=self._metas.get(meta or 0))
-                else:
-                    wait_fn = getattr(self.engine, "wait", None)
-                    if wait_fn is not None:
-                        wait_fn(h)
+            if origin == _KB_WAIT_COLLECTIVE and type(self).wait is not Context.wait:
+                # drain phase (b): the reference calls ctx.wait(h, _meta=meta),
+                # which a subclass may have overridden
+                self.wait(h, _meta=self._metas.get(meta or 0))
+            else:
+                # a worker wait (a), or a collective (b) whose ctx.wait is
+                # ours: on the driver side that is the engine's wait (the
+                # library already skipped a completed handle)
+                wait_fn = getattr(self.engine, "wait", None)
+                if wait_fn is not None:
+                    wait_fn(h)
             return 0
         except BaseException as e:
             return self._stash_exc(e, h, origin)
+        finally:
+            tls.hook_depth = depth
 
     def _bind_hook(self, _self, _ctx, r: int) -> None:
         try:
@@ -945,6 +1039,8 @@ class Context:
             if rc != 0:
                 self._ptr = ptr
                 raise KbError(rc, "kb_ctx_destroy")
+            if self._core is not None:
+                self._core.attach(0)
 
     def __del__(self):
         if not getattr(self, "_ptr", None):

@@ -10,6 +10,11 @@ Where the library comes from, first match wins:
   1. $KBTHREADS_LIBRARY (a path to libkbthreads.so*; no fallback when set),
   2. the path recorded by `cmake --install` next to this file (_libpath.py),
   3. "libkbthreads.so.0" through the dynamic loader (an installed library).
+
+The hot paths (suspension points, a rank's ctx.wait, the engine's wait
+hook) go through the C accelerator kbthreads._accel when it is there (see
+_load_accel); everything else, and everything without it, goes through
+ctypes.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
+from typing import Any
 
 SONAME = "libkbthreads.so.0"
 ABI_MAJOR = 0  # the SONAME's major version this binding is written for
@@ -187,3 +193,40 @@ class KbError(RuntimeError):
 
 if int(version().split(".")[0]) != ABI_MAJOR:  # pragma: no cover - a wrong library
     raise ImportError(f"kbthreads: libkbthreads {version()} loaded, this binding needs {ABI_MAJOR}.x")
+
+
+# ---- the optional C accelerator (_accel.c) ----------------------------------------
+ACCEL_ENTRY_POINTS = ("kb_yield", "kb_barrier", "kb_wait", "kb_is_completed", "kb_rank")
+
+
+def _load_accel() -> Any:
+    """kbthreads._accel bound to the library loaded above, or None.
+
+    Where it comes from: $KBTHREADS_ACCEL (a path to the built extension;
+    an error if it cannot be loaded), else the _accel module installed in
+    this package; none, or KBTHREADS_NO_ACCEL=1: the pure-ctypes path."""
+    if os.environ.get("KBTHREADS_NO_ACCEL"):
+        return None
+    path = os.environ.get("KBTHREADS_ACCEL")
+    if path:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("kbthreads._accel", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"kbthreads: KBTHREADS_ACCEL={path} is not a Python extension module")
+        try:
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        except ImportError as e:
+            raise ImportError(f"kbthreads: cannot load KBTHREADS_ACCEL={path}: {e}") from e
+    else:
+        try:
+            from . import _accel as mod  # type: ignore[attr-defined, no-redef]
+        except ImportError:
+            return None
+    addresses = {name: ctypes.cast(getattr(lib, name), c_void_p).value for name in ACCEL_ENTRY_POINTS}
+    mod.bind(addresses, KbError)
+    return mod
+
+
+accel = _load_accel()

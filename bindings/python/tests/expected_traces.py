@@ -733,6 +733,39 @@ spawn_end
 teardown
 teardown_done leaked=[]
 """,
+    # Recorded as the others (with python3-greenlet 2.0.2): GreenletExit
+    # raised by a rank is a normal finish.
+    's_rank_raises_greenletexit': """\
+spawn_begin nprocs=3
+bind 0
+bind 1
+bind 2
+start 0
+step 0 0
+start 1
+step 1 0
+start 2
+step 2 0
+step 0 1
+step 1 1
+wait_enqueue 1 h:1
+step 2 1
+engine_wait h:1
+step 0 2
+wait_done 1 h:1
+step 1 2
+unwind 1 GreenletExit
+finally 1
+end 2
+finally 2
+end 0
+finally 0
+spawn_return None
+post ranks=[dead,dead,dead] pending_worker=[] pending_coll=[] completed=[h:1]
+spawn_end
+teardown
+teardown_done leaked=[]
+""",
 }
 
 

@@ -376,6 +376,17 @@ def s_sliced_failure(ctx, T):
     T.do_spawn_sliced(ctx, T.traced(T.plan_body(ctx, plans)), (), 3)
 
 
+def s_rank_raises_greenletexit(ctx, T):
+    """A rank raising greenlet's GreenletExit: the reference's entry wrapper
+    catches only Exception and greenlet takes GreenletExit leaving a
+    greenlet for a normal death, so the rank just finishes: no error, no
+    cleanup of its siblings, and spawn returns."""
+    from greenlet import GreenletExit
+
+    plans = {0: ["y", "y", "y"], 1: ["y", ("h", 1), GreenletExit()], 2: ["y", "y"]}
+    T.do_spawn(ctx, T.traced(T.plan_body(ctx, plans)), (), 3)
+
+
 REFERENCE = [
     "s02_nprocs4_yields3",
     "s04_worker_waits_fifo",
@@ -399,6 +410,7 @@ REFERENCE = [
     "s_sliced_yields",
     "s_sliced_waits",
     "s_sliced_failure",
+    "s_rank_raises_greenletexit",
 ]
 
 BINDING_ONLY = [

@@ -36,6 +36,31 @@ def test_library_from_environment():
     assert re.fullmatch(r"\d+\.\d+\.\d+", kbthreads.version())
 
 
+def test_the_accelerator_is_loaded_when_the_build_has_it():
+    """ctest runs this suite twice: with the C accelerator built here
+    (KBTHREADS_ACCEL) and on the pure-ctypes path (KBTHREADS_NO_ACCEL=1);
+    neither may fall back to the other unnoticed."""
+    want = os.environ.get("KBTHREADS_EXPECT_ACCEL")
+    if want is None:
+        pytest.skip("run by hand: KBTHREADS_EXPECT_ACCEL not set (ctest sets it)")
+    assert kbthreads.accelerated() is (want == "1")
+    if want == "1":
+        assert kbthreads.yield_ is _lib.accel.yield_ and kbthreads.barrier is _lib.accel.barrier
+
+
+def test_an_accelerator_that_cannot_be_loaded_is_an_import_error(tmp_path):
+    import subprocess
+    import sys
+
+    bogus = tmp_path / "_accel.so"
+    bogus.write_text("not an ELF file")
+    env = dict(os.environ, KBTHREADS_ACCEL=str(bogus), PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+    env.pop("KBTHREADS_NO_ACCEL", None)
+    out = subprocess.run([sys.executable, "-c", "import kbthreads"], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode != 0 and "cannot load KBTHREADS_ACCEL=" in out.stderr, out.stderr
+
+
 def _header_struct(text, name):
     m = re.search(r"typedef struct %s \{(.*?)\} %s;" % (name, name), text, re.S)
     assert m, name
@@ -377,6 +402,63 @@ def test_meta_reaches_ctx_wait_in_drain_phase_b():
     ctx.close()
 
 
+def test_a_process_context_joined_to_the_end_or_closed_gives_no_warning():
+    import warnings
+
+    ctx = kbthreads.Context()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        pc = ctx.multiprocessing.spawn(lambda r: ctx.yield_(), nprocs=2, join=False)
+        assert pc.join() is True
+        del pc
+        pc = ctx.multiprocessing.spawn(lambda r: ctx.yield_(), nprocs=2, join=False)
+        pc.close()
+        del pc
+        gc.collect()
+    ctx.close()
+
+
+def test_the_binding_never_imports_greenlet():
+    import subprocess
+    import sys
+
+    code = ("import sys, kbthreads\n"
+            "def fn(r):\n"
+            "    kbthreads.yield_()\n"
+            "    if r == 1:\n"
+            "        raise SystemExit(0)\n"
+            "try:\n"
+            "    kbthreads.spawn(fn, nprocs=2)\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print('greenlet' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == "False\n", out.stderr
+
+
+def test_an_exception_only_named_greenlet_exit_fails_the_spawn():
+    class GreenletExit(BaseException):
+        pass
+
+    ctx = kbthreads.Context()
+    log = []
+
+    def fn(r):
+        try:
+            ctx.yield_()
+            if r == 0:
+                raise GreenletExit()
+            ctx.yield_()
+        finally:
+            log.append(r)
+
+    with pytest.raises(GreenletExit):
+        ctx.multiprocessing.spawn(fn, nprocs=2)
+    assert log == [0, 1]  # rank 1 was cancelled: not the reference's normal finish
+    ctx.close()
+
+
 # ---------------------------------------------------------------------------
 # join=False
 # ---------------------------------------------------------------------------
@@ -444,8 +526,9 @@ def test_dropping_a_live_process_context_cancels_its_ranks():
     pc = ctx.multiprocessing.spawn(fn, nprocs=3, join=False)
     pc.join(timeout=0)
     workers = pc.workers
-    del pc
-    gc.collect()
+    with pytest.warns(ResourceWarning, match="unclosed <kbthreads.ProcessContext nprocs=3 live>"):
+        del pc
+        gc.collect()
     assert log == [0, 1, 2] and all(w.dead for w in workers)
     with ctx.multiprocessing.spawn(fn, nprocs=2, join=False) as pc:
         pc.join(timeout=0)
@@ -475,7 +558,8 @@ def test_process_context_dropped_on_a_rank_thread_is_freed_afterwards():
         log.append(("b", r))
 
     b = kbthreads.Context()
-    b.multiprocessing.spawn(fb)
+    with pytest.warns(ResourceWarning, match="unclosed"):
+        b.multiprocessing.spawn(fb)
     assert log == [("b", 0), ("a", 0), ("a", 1)]
     b.close()
     a.close()
