@@ -9,7 +9,8 @@
 #
 # Run as root on Debian, missing packages are installed with apt-get; as
 # another user the missing ones are named, and the peers needing them
-# (SimGrid: libsimgrid-dev g++; greenlet: python3-greenlet; the plots:
+# (SimGrid: libsimgrid-dev g++; greenlet: python3-greenlet; the Python
+# binding's C accelerator: python3-dev; the plots:
 # gnuplot-nox) are skipped with a note.
 #
 # Variables: BENCH_BUILD (build folder), BENCH_ARGS (extra run.py options,
@@ -31,7 +32,7 @@ BENCH_RESULTS := $(BENCH_MK_DIR)/results
 BENCH_DEB_REQUIRED := build-essential cmake pkg-config libck-dev python3
 # BENCH_OPTIONAL_DEPS=no: do not install the peers' and the plots' packages.
 BENCH_OPTIONAL_DEPS ?= yes
-BENCH_DEB_OPTIONAL := $(if $(filter yes,$(BENCH_OPTIONAL_DEPS)),g++ libsimgrid-dev python3-greenlet gnuplot-nox,)
+BENCH_DEB_OPTIONAL := $(if $(filter yes,$(BENCH_OPTIONAL_DEPS)),g++ libsimgrid-dev python3-greenlet python3-dev gnuplot-nox,)
 
 .PHONY: bench bench-smoke bench-report bench-build bench-deps bench-clean bench-help
 

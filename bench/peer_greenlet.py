@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Peer: a greenlet scheduler run the way the reference (Python) scheduler runs.
 
-    /usr/bin/python3 peer_greenlet.py yield|wait --n N --m M --reps R
+    /usr/bin/python3 peer_greenlet.py yield|wait|collective --n N --m M --reps R
 
 The scheduler loop is the reference's shape, written here from its
 description: every rank is a greenlet whose parent is the driver; a round
@@ -9,7 +9,11 @@ switches to each live rank in rank order; a rank yields by switching back to
 the driver (one switch to the driver per yield); after every round the
 driver drains the pending worker waits and collectives until both are empty.
 `wait` makes every rank wait on a fresh handle per step (enqueue, then
-switch to the driver until a drain completed it), like kb_bench wait.
+switch to the driver until a drain completed it), like kb_bench wait;
+`collective` appends (h, rank, None) to the backend's pending collectives
+first, as the reference's collectives do, and the drain's phase (b)
+completes it through ctx.wait on the driver side (the engine), like
+kb_bench collective.
 
 Timing as in kb_bench: every rank makes one warm-up call, stamps the clock,
 makes M calls, stamps it again; ns per call = (latest last stamp - earliest
@@ -86,10 +90,16 @@ class Context:
                         wait(h)
                     self.completed.add(h)
             while colls:
-                h, _sip, _meta = colls.pop(0)
-                if h not in self.completed:
-                    self.engine.wait(h)
-                    self.completed.add(h)
+                h, _sip, meta = colls.pop(0)
+                self.driver_wait(h, _meta=meta)
+
+    def driver_wait(self, handle, _meta=None):
+        """Driver side (the reference's ctx.wait in the main greenlet): the
+        engine runs until the handle completes."""
+        if handle in self.completed:
+            return
+        self.engine.wait(handle)
+        self.completed.add(handle)
 
 
 def spawn(ctx, fn, nprocs):
@@ -130,7 +140,7 @@ def spawn(ctx, fn, nprocs):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["yield", "wait"])
+    ap.add_argument("mode", choices=["yield", "wait", "collective"])
     ap.add_argument("--n", type=int, default=1)
     ap.add_argument("--m", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=5)
@@ -149,13 +159,26 @@ def main():
             for _ in range(m):
                 yield_()
             t_last[rank] = clock()
-    else:
+    elif a.mode == "wait":
         def rank_fn(rank):
             b = base[0]
             ctx.wait(b + 1 + rank)
             t_first[rank] = clock()
             for s in range(1, m + 1):
                 ctx.wait(b + 1 + s * n + rank)
+            t_last[rank] = clock()
+    else:
+        colls = ctx.distributed.backend.pending_collectives
+
+        def rank_fn(rank):
+            b = base[0]
+            colls.append((b + 1 + rank, rank, None))
+            ctx.wait(b + 1 + rank)
+            t_first[rank] = clock()
+            for s in range(1, m + 1):
+                h = b + 1 + s * n + rank
+                colls.append((h, rank, None))
+                ctx.wait(h)
             t_last[rank] = clock()
 
     print("KBI,greenlet_version,%s" % _greenlet_module.__version__)

@@ -19,6 +19,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import report_python  # noqa: E402  (the section on Python ranks and timed joins)
 
 LABELS = {
     "kbthreads": "libkbthreads",
@@ -28,6 +30,9 @@ LABELS = {
     "cond_bcast": "mutex + condvar broadcast",
     "swapcontext": "swapcontext (1 thread)",
     "greenlet": "greenlet (Python)",
+    "kbthreads_join": "libkbthreads, timed kb_join",
+    "kbthreads_py": "kbthreads (Python)",
+    "kbthreads_py_ctypes": "kbthreads (Python, ctypes only)",
     "simgrid_thread": "SimGrid thread factory",
     "simgrid_raw": "SimGrid raw factory",
 }
@@ -418,6 +423,8 @@ def write_report(R, src, out, png_dir, notes_path):
                  % count(("spread",)))
     w(line)
     w("")
+
+    report_python.write(R, w, sys.modules[__name__])
 
     # -- yield
     w("## Yield: ns per yield against N")

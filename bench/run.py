@@ -50,6 +50,11 @@ GREENLET_PYTHON = "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+# The timed kb_join slice the C figures "kbthreads_join" use: the Python
+# binding's (bindings/python/kbthreads/_core.py: _JOIN_SLICE_MS).
+JOIN_SLICE_MS = 50
+
+
 def ceil_div(a, b):
     return -(-a // b)
 
@@ -279,6 +284,8 @@ class Runner:
                 m = p.m_for(p.kb_ops, n)
                 self.run("kbthreads yield N=%d%s" % (n, tag),
                          [self.prog("kb_bench"), "yield", "--n", str(n), "--m", str(m)] + reps + pin_arg)
+            if not pin:
+                self.python_jobs("yield", n)
             if not pin and self.want_spread(n, "yield"):
                 m = p.m_for(p.kb_ops, n)
                 self.run("kbthreads yield N=%d spread" % n,
@@ -313,13 +320,34 @@ class Runner:
             argv = [self.prog("kb_bench"), mode, "--n", str(n), "--m", str(m), "--reps", str(p.reps)]
             if self.want("kbthreads", mode):
                 self.run("kbthreads %s N=%d" % (mode, n), argv)
+            self.python_jobs(mode, n)
             if self.want_spread(n, mode):
                 self.run("kbthreads %s N=%d spread" % (mode, n), argv + ["--spread"])
         if self.want("peers", "greenlet", "wait") and self.greenlet_ok:
             m = p.m_for(p.greenlet_ops, n)
-            self.run("greenlet wait N=%d" % n,
-                     [GREENLET_PYTHON, os.path.join(HERE, "peer_greenlet.py"), "wait", "--n", str(n), "--m", str(m),
-                      "--reps", str(p.reps)])
+            for mode in ("wait", "collective"):
+                self.run("greenlet %s N=%d" % (mode, n),
+                         [GREENLET_PYTHON, os.path.join(HERE, "peer_greenlet.py"), mode, "--n", str(n), "--m",
+                          str(m), "--reps", str(p.reps)])
+
+    def python_jobs(self, mode, n):
+        """Issue 12's figures beside the kb_spawn job of the same mode and N:
+        the C loop driven by timed kb_join slices (kbthreads_join), then the
+        same loop in Python through the binding, with its C accelerator
+        (kbthreads_py) and on the pure-ctypes path (kbthreads_py_ctypes)."""
+        p = self.plan
+        m = p.m_for(p.kb_ops, n)
+        reps = ["--reps", str(p.reps)]
+        if self.want("kbthreads", "join", mode):
+            self.run("kbthreads %s N=%d join" % (mode, n),
+                     [self.prog("kb_bench"), mode, "--n", str(n), "--m", str(m), "--join", str(JOIN_SLICE_MS)] + reps)
+        if not self.want("python", mode) or not self.py_paths.get("library"):
+            return
+        base = [GREENLET_PYTHON, os.path.join(HERE, "py_bench.py"), mode, "--n", str(n), "--m", str(m),
+                "--lib", self.py_paths["library"]] + reps
+        if self.py_paths.get("accel"):
+            self.run("python %s N=%d" % (mode, n), base + ["--accel", self.py_paths["accel"]])
+        self.run("python %s N=%d ctypes" % (mode, n), base + ["--ctypes"])
 
     def spawn_family(self, n):
         p = self.plan
@@ -403,6 +431,16 @@ class Runner:
     # -- driver ---------------------------------------------------------------
 
     def detect_peers(self):
+        self.py_paths = {}
+        try:
+            with open(self.prog("kb_python_paths.txt")) as f:
+                self.py_paths = dict(line.strip().split("=", 1) for line in f if "=" in line)
+        except OSError:
+            self.notes.append("Python binding figures skipped: %s not found (build with bench/CMakeLists.txt)"
+                              % self.prog("kb_python_paths.txt"))
+        if self.py_paths and not self.py_paths.get("accel"):
+            self.notes.append("the Python binding's C accelerator was not built (python3-dev missing): its "
+                              "figures are the ctypes path's only")
         self.greenlet_ok = False
         if not os.access(GREENLET_PYTHON, os.X_OK):
             self.notes.append("greenlet peer skipped: %s not found" % GREENLET_PYTHON)
@@ -582,7 +620,8 @@ def main():
     ap.add_argument("--reps", type=int, default=0, help="repetitions per figure (default 7, smoke 2)")
     ap.add_argument("--only", nargs="*", default=None,
                     help="run only these families: kbthreads floors peers yield wait collective spawn mem maxn "
-                         "futex sem cond swapcontext greenlet simgrid spread (the --spread jobs)")
+                         "futex sem cond swapcontext greenlet simgrid spread (the --spread jobs) join (timed "
+                         "kb_join) python (the binding)")
     ap.add_argument("--quiet-wait", type=int, default=0,
                     help="first wait up to this many seconds for the 1-minute load to drop")
     ap.add_argument("--no-maxn", action="store_true", help="skip the largest-N search")
