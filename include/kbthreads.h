@@ -497,6 +497,12 @@ KB_API int kb_start(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_
  * KB_ETIMEDOUT or KB_EDIVERGED, with *err set, as for kb_spawn). timeout_ms < 0: no limit. Once finished it
  * returns the same result again with *err NULL. KB_EINVAL for a NULL pc, KB_EPERM from a rank, KB_EBUSY from
  * an engine hook or while another thread is joining.
+ *
+ * A timed join costs what kb_spawn costs: ranks hand the baton on across
+ * rounds with nothing to drain without waking the driver, which sleeps
+ * until the deadline at most. The call then returns at the end of the first
+ * round that ends after the deadline (a round that runs long delays it);
+ * timeout_ms 0 runs exactly one round.
  */
 KB_API int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err);
 
