@@ -37,6 +37,7 @@ static int (*lib_barrier)(void);
 static int (*lib_wait)(kb_ctx *, kb_handle);
 static int (*lib_is_completed)(const kb_ctx *, kb_handle);
 static int (*lib_rank)(void);
+static int (*lib_collective_submit)(kb_ctx *, kb_handle, int, void *);
 static PyObject *kb_error; /* kbthreads._lib.KbError(code, what) */
 
 /* The answer of a suspension point, as _core._suspension gives it. */
@@ -107,6 +108,8 @@ typedef struct {
     unsigned long long next_id;
     int wait_overridden; /* type(context).wait is not Context.wait */
 } Core;
+
+static PyObject *str_engine, *str_wait; /* interned attribute names */
 
 /* Engine hooks running on this thread (ours; _core.py adds its own count). */
 static _Thread_local int hook_depth;
@@ -179,6 +182,32 @@ static PyObject *core_wait(Core *c, PyObject *h)
     return NULL;
 }
 
+/* Core.submit(h, sip_id, token): a rank's kb_collective_submit(ctx,
+ * id(h), sip_id, token as meta), token an int or None (_core.py keeps the
+ * Python meta under it). 0 or a KB_E* code; NotImplemented off a rank
+ * (the caller takes the driver path, with its lock). */
+static PyObject *core_submit(Core *c, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bound())
+        return NULL;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "submit(h, sip_id, token)");
+        return NULL;
+    }
+    int sip = (int)PyLong_AsLong(args[1]);
+    void *token = args[2] == Py_None ? NULL : PyLong_AsVoidPtr(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (lib_rank() < 0)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *i = handle_id(c, args[0]);
+    if (!i)
+        return NULL;
+    kb_handle id = PyLong_AsUnsignedLongLong(i);
+    Py_DECREF(i);
+    return PyLong_FromLong(lib_collective_submit(c->ctx, id, sip, token));
+}
+
 /* The current exception, taken (normalised, with its traceback). */
 static PyObject *take_exception(void)
 {
@@ -203,15 +232,14 @@ static PyObject *take_exception(void)
  * fails with. */
 static int engine_wait(Core *c, PyObject *h, kb_wait_origin origin)
 {
-    PyObject *r = NULL, *engine = PyObject_GetAttrString(c->context, "engine");
+    PyObject *r = NULL, *engine = PyObject_GetAttr(c->context, str_engine);
     if (engine && engine != Py_None) {
-        PyObject *fn = PyObject_GetAttrString(engine, "wait");
-        if (fn) {
-            r = PyObject_CallOneArg(fn, h);
-            Py_DECREF(fn);
-        } else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        /* engine.wait(h) without a bound method object; an engine without
+         * a wait completes every handle at once (AttributeError only:
+         * anything else its attribute raises fails the drain). */
+        r = PyObject_CallMethodOneArg(engine, str_wait, h);
+        if (!r && PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(engine, str_wait))
             PyErr_Clear();
-        }
     }
     Py_XDECREF(engine);
     Py_XDECREF(r);
@@ -322,6 +350,8 @@ static PyObject *core_attach(Core *c, PyObject *addr)
 static PyMethodDef core_methods[] = {
     {"wait", (PyCFunction)core_wait, METH_O, "A rank's ctx.wait(h); NotImplemented off a rank."},
     {"id", (PyCFunction)core_id, METH_O, "The handle id of h (a new one for a new handle)."},
+    {"submit", (PyCFunction)(void (*)(void))core_submit, METH_FASTCALL,
+     "A rank's collective submit: 0, a KB_E* code, or NotImplemented off a rank."},
     {"attach", (PyCFunction)core_attach, METH_O, "attach(ctx_address): the kb_ctx (0: none any more)."},
     {NULL, NULL, 0, NULL},
 };
@@ -367,10 +397,10 @@ static PyObject *accel_bind(PyObject *mod, PyObject *args)
     PyObject *addrs, *err;
     if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &addrs, &err))
         return NULL;
-    void *y, *b, *w, *c, *r;
+    void *y, *b, *w, *c, *r, *cs;
     if (take_address(addrs, "kb_yield", &y) || take_address(addrs, "kb_barrier", &b) ||
         take_address(addrs, "kb_wait", &w) || take_address(addrs, "kb_is_completed", &c) ||
-        take_address(addrs, "kb_rank", &r))
+        take_address(addrs, "kb_rank", &r) || take_address(addrs, "kb_collective_submit", &cs))
         return NULL;
     /* Function pointers from object pointers: POSIX guarantees the round
      * trip (dlsym works the same way). */
@@ -379,6 +409,7 @@ static PyObject *accel_bind(PyObject *mod, PyObject *args)
     lib_wait = (int (*)(kb_ctx *, kb_handle))(uintptr_t)w;
     lib_is_completed = (int (*)(const kb_ctx *, kb_handle))(uintptr_t)c;
     lib_rank = (int (*)(void))(uintptr_t)r;
+    lib_collective_submit = (int (*)(kb_ctx *, kb_handle, int, void *))(uintptr_t)cs;
     Py_XSETREF(kb_error, Py_NewRef(err));
     Py_RETURN_NONE;
 }
@@ -413,6 +444,10 @@ PyMODINIT_FUNC PyInit__accel(void);
 PyMODINIT_FUNC PyInit__accel(void)
 {
     if (PyType_Ready(&core_type) < 0)
+        return NULL;
+    str_engine = PyUnicode_InternFromString("engine");
+    str_wait = PyUnicode_InternFromString("wait");
+    if (!str_engine || !str_wait)
         return NULL;
     PyObject *m = PyModule_Create(&accel_module);
     if (m && PyModule_AddObjectRef(m, "Core", (PyObject *)&core_type) < 0)

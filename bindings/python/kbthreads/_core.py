@@ -334,18 +334,19 @@ class PendingCollectives(PendingWaits):
     def append(self, entry) -> None:
         h, sip_id, meta = entry
         c = self._ctx
-        i = c._h2id.get(h)
-        if i is None:
-            i = c._id(h)
-        token = 0
+        token = None
         if meta is not None:
             token = next(c._meta_tokens)
             c._metas[token] = meta
-        if getattr(_tls, "worker", None) is not None:  # a rank holds the baton: no lock
-            rc = _kb_collective_submit(c._ptr, i, int(sip_id), token or None)
-        else:
-            with c._guard():
-                rc = _kb_collective_submit(c._ptr, i, int(sip_id), token or None)
+        core = c._core
+        rc = core.submit(h, sip_id, token) if core is not None else NotImplemented  # a rank, in C
+        if rc is NotImplemented:
+            i = c._id(h)
+            if getattr(_tls, "worker", None) is not None:  # a rank holds the baton: no lock
+                rc = _kb_collective_submit(c._ptr, i, int(sip_id), token)
+            else:
+                with c._guard():
+                    rc = _kb_collective_submit(c._ptr, i, int(sip_id), token)
         if rc != 0:
             c._metas.pop(token, None)
             raise KbError(rc, "kb_collective_submit")

@@ -196,34 +196,54 @@ if int(version().split(".")[0]) != ABI_MAJOR:  # pragma: no cover - a wrong libr
 
 
 # ---- the optional C accelerator (_accel.c) ----------------------------------------
-ACCEL_ENTRY_POINTS = ("kb_yield", "kb_barrier", "kb_wait", "kb_is_completed", "kb_rank")
+ACCEL_ENTRY_POINTS = ("kb_yield", "kb_barrier", "kb_wait", "kb_is_completed", "kb_rank", "kb_collective_submit")
+
+
+def _accel_in_build_tree() -> str | None:
+    """The accelerator built beside $KBTHREADS_LIBRARY in a build tree
+    (build/src/libkbthreads.so.0 -> build/bindings/python/kbthreads/), or None."""
+    library = os.environ.get("KBTHREADS_LIBRARY")
+    if not library:
+        return None
+    import importlib.machinery
+
+    folder = os.path.join(os.path.dirname(os.path.abspath(library)), "..", "bindings", "python", "kbthreads")
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = os.path.normpath(os.path.join(folder, "_accel" + suffix))
+        if os.path.exists(candidate):
+            return candidate
+    return None
 
 
 def _load_accel() -> Any:
     """kbthreads._accel bound to the library loaded above, or None.
 
-    Where it comes from: $KBTHREADS_ACCEL (a path to the built extension;
-    an error if it cannot be loaded), else the _accel module installed in
-    this package; none, or KBTHREADS_NO_ACCEL=1: the pure-ctypes path."""
+    Where it comes from, first match wins: $KBTHREADS_ACCEL (a path to the
+    built extension; an error if it cannot be loaded), the _accel module
+    installed in this package, or the one built in the same build tree as
+    the library $KBTHREADS_LIBRARY names (<build>/bindings/python/kbthreads/).
+    None of them, or KBTHREADS_NO_ACCEL=1: the pure-ctypes path."""
     if os.environ.get("KBTHREADS_NO_ACCEL"):
         return None
-    path = os.environ.get("KBTHREADS_ACCEL")
+    path = os.environ.get("KBTHREADS_ACCEL") or None
+    if path is None:
+        try:
+            from . import _accel as mod  # type: ignore[attr-defined, no-redef]
+        except ImportError:
+            path = _accel_in_build_tree()
+            if path is None:
+                return None
     if path:
         import importlib.util
 
         spec = importlib.util.spec_from_file_location("kbthreads._accel", path)
         if spec is None or spec.loader is None:
-            raise ImportError(f"kbthreads: KBTHREADS_ACCEL={path} is not a Python extension module")
+            raise ImportError(f"kbthreads: the C accelerator {path} is not a Python extension module")
         try:
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
         except ImportError as e:
-            raise ImportError(f"kbthreads: cannot load KBTHREADS_ACCEL={path}: {e}") from e
-    else:
-        try:
-            from . import _accel as mod  # type: ignore[attr-defined, no-redef]
-        except ImportError:
-            return None
+            raise ImportError(f"kbthreads: cannot load the C accelerator {path}: {e}") from e
     addresses = {name: ctypes.cast(getattr(lib, name), c_void_p).value for name in ACCEL_ENTRY_POINTS}
     mod.bind(addresses, KbError)
     return mod

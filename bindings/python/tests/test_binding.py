@@ -58,7 +58,23 @@ def test_an_accelerator_that_cannot_be_loaded_is_an_import_error(tmp_path):
     env.pop("KBTHREADS_NO_ACCEL", None)
     out = subprocess.run([sys.executable, "-c", "import kbthreads"], env=env, capture_output=True, text=True,
                          timeout=60)
-    assert out.returncode != 0 and "cannot load KBTHREADS_ACCEL=" in out.stderr, out.stderr
+    assert out.returncode != 0 and "cannot load the C accelerator " + str(bogus) in out.stderr, out.stderr
+
+
+def test_the_accelerator_built_beside_the_library_is_found_without_being_named():
+    if os.environ.get("KBTHREADS_EXPECT_ACCEL") != "1":
+        pytest.skip("only where ctest built the accelerator beside KBTHREADS_LIBRARY")
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+    env.pop("KBTHREADS_ACCEL")
+    code = "import kbthreads; print(kbthreads.accelerated())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout == "True\n", out.stderr
+    env["KBTHREADS_NO_ACCEL"] = "1"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout == "False\n", out.stderr
 
 
 def _header_struct(text, name):
