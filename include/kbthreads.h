@@ -196,6 +196,12 @@ KB_API int kb_complete(kb_ctx *ctx, kb_handle h);
  *  kb_wait. */
 KB_API int kb_is_completed(const kb_ctx *ctx, kb_handle h);
 
+/** Copy up to cap completed handles, in no particular order, into out (which
+ *  may be NULL when cap is 0); return how many are completed in all. Returns
+ *  0 for a NULL ctx, a NULL out with cap > 0, or a thread that may not touch
+ *  ctx. */
+KB_API size_t kb_completed_handles(const kb_ctx *ctx, kb_handle *out, size_t cap);
+
 /** Append (h, sip_id, meta) to the pending collectives; drain phase (b)
  *  completes it through a driver-side wait (KB_WAIT_COLLECTIVE, with meta).
  *  Same errors as kb_enqueue_wait. */

@@ -67,3 +67,14 @@ int kb_completed_add(struct kb_completed *c, kb_handle h)
     /* ck_hs_put fails only on allocation failure once we know k is absent. */
     return ck_hs_put(&c->hs, hash, k) ? 0 : KB_ENOMEM;
 }
+
+size_t kb_completed_copy(const struct kb_completed *c, kb_handle *out, size_t cap)
+{
+    ck_hs_t *hs = (ck_hs_t *)&c->hs; /* ck_hs_next takes a non-const set; it only reads */
+    ck_hs_iterator_t it = CK_HS_ITERATOR_INITIALIZER;
+    size_t i = 0;
+    void *k;
+    while (i < cap && ck_hs_next(hs, &it, &k))
+        out[i++] = (kb_handle)(uintptr_t)k;
+    return ck_hs_count(hs);
+}

@@ -21,5 +21,8 @@ void kb_completed_free(struct kb_completed *c);
 int kb_completed_has(const struct kb_completed *c, kb_handle h);
 /* 0 (added or already there) or KB_ENOMEM. */
 int kb_completed_add(struct kb_completed *c, kb_handle h);
+/* Copy up to cap handles (in the set's order) into out; return how many
+ * the set holds. */
+size_t kb_completed_copy(const struct kb_completed *c, kb_handle *out, size_t cap);
 
 #endif

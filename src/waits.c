@@ -73,6 +73,18 @@ int kb_is_completed(const kb_ctx *ctx, kb_handle h)
     return rc;
 }
 
+size_t kb_completed_handles(const kb_ctx *ctx, kb_handle *out, size_t cap)
+{
+    if (!ctx || (!out && cap > 0))
+        return 0;
+    int access = kb_ctx_access(ctx);
+    if (access < 0)
+        return 0;
+    size_t n = kb_completed_copy(&ctx->done, out, cap);
+    kb_ctx_leave(ctx, access);
+    return n;
+}
+
 int kb_collective_submit(kb_ctx *ctx, kb_handle h, int sip_id, void *meta)
 {
     if (!ctx || !kb_handle_valid(h))

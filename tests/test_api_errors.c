@@ -384,6 +384,7 @@ static void test_handle_calls_null_ctx_einval(void **state)
     assert_int_equal(kb_collective_submit(NULL, H_OK, 0, &meta), KB_EINVAL);
     assert_int_equal(kb_pending_waits(NULL, buf, 4), 0);
     assert_int_equal(kb_pending_collectives(NULL, cbuf, 4), 0);
+    assert_int_equal(kb_completed_handles(NULL, buf, 4), 0);
 }
 
 /* Call every handle-taking function with both reserved handles; record the
@@ -473,6 +474,36 @@ static void test_pending_null_out_with_cap_returns_0(void **state)
     /* cap 0 with NULL out is the documented way to count. */
     assert_int_equal(kb_pending_waits(ctx, NULL, 0), 2);
     assert_int_equal(kb_pending_collectives(ctx, NULL, 0), 1);
+    assert_int_equal(kb_ctx_destroy(ctx), 0);
+}
+
+/* kb_completed_handles: the count with a NULL out and cap 0, every handle
+ * once (in no particular order), a short buffer filled to cap, 0 for a
+ * NULL out with cap > 0. */
+static void test_completed_handles_lists_every_completed_handle_once(void **state)
+{
+    (void)state;
+    kb_ctx *ctx = plain_ctx();
+    assert_int_equal(kb_completed_handles(ctx, NULL, 0), 0);
+    for (kb_handle h = 1; h <= 100; h++)
+        assert_int_equal(kb_complete(ctx, h * 7), 0);
+    assert_int_equal(kb_complete(ctx, 7), 0); /* twice: still one */
+    assert_int_equal(kb_completed_handles(ctx, NULL, 0), 100);
+    assert_int_equal(kb_completed_handles(ctx, NULL, 1), 0);
+    kb_handle all[128] = {0};
+    assert_int_equal(kb_completed_handles(ctx, all, 128), 100);
+    int seen[101] = {0};
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(all[i] % 7, 0);
+        assert_true(all[i] / 7 >= 1 && all[i] / 7 <= 100);
+        seen[all[i] / 7]++;
+    }
+    for (int h = 1; h <= 100; h++)
+        assert_int_equal(seen[h], 1);
+    kb_handle few[3] = {0};
+    assert_int_equal(kb_completed_handles(ctx, few, 3), 100);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(few[i] % 7, 0);
     assert_int_equal(kb_ctx_destroy(ctx), 0);
 }
 
@@ -1423,6 +1454,7 @@ int main(void)
         cmocka_unit_test(test_reserved_handles_einval_on_driver_side),
         cmocka_unit_test(test_reserved_handles_einval_in_rank),
         cmocka_unit_test(test_pending_null_out_with_cap_returns_0),
+        cmocka_unit_test(test_completed_handles_lists_every_completed_handle_once),
         cmocka_unit_test(test_stack_size_below_minimum_einval),
         cmocka_unit_test(test_stack_size_at_minimum_accepted),
         cmocka_unit_test(test_unknown_cancel_mode_einval),

@@ -109,7 +109,7 @@ typedef struct {
     int wait_overridden; /* type(context).wait is not Context.wait */
 } Core;
 
-static PyObject *str_engine, *str_wait; /* interned attribute names */
+static PyObject *str_engine, *str_wait, *str_driver_wait; /* interned attribute names */
 
 /* Engine hooks running on this thread (ours; _core.py adds its own count). */
 static _Thread_local int hook_depth;
@@ -133,15 +133,69 @@ static PyObject *new_id(Core *c, PyObject *h)
     return got ? Py_NewRef(got) : NULL;
 }
 
-/* The id of handle h (a new one for a handle not seen before). */
+/* 1 and *v if handle h equals the int *v, 1 <= *v < 2^63 (an int, a bool,
+ * an integral float, an object with __index__), else 0 (_core.py:
+ * _int_value). */
+static int int_value(PyObject *h, unsigned long long *v)
+{
+    PyObject *n;
+    if (PyFloat_Check(h)) {
+        double d = PyFloat_AS_DOUBLE(h);
+        if (!(d >= 1.0 && d < 9223372036854775808.0) || d != (double)(long long)d)
+            return 0;
+        *v = (unsigned long long)d;
+        return 1;
+    }
+    if (PyLong_Check(h)) {
+        n = Py_NewRef(h);
+    } else if (PyIndex_Check(h)) {
+        n = PyNumber_Index(h);
+        int eq = n ? PyObject_RichCompareBool(n, h, Py_EQ) : -1;
+        if (eq != 1) {
+            PyErr_Clear(); /* an __index__ or __eq__ that raises: not int-valued */
+            Py_XDECREF(n);
+            return 0;
+        }
+    } else {
+        return 0;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(n, &overflow);
+    Py_DECREF(n);
+    if (x == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    if (overflow || x < 1)
+        return 0;
+    *v = (unsigned long long)x;
+    return 1;
+}
+
+/* The id of handle h (_core.py's module doc, Handles): an int 1..2^63-1
+ * is its own id; anything else is looked up, or given one. */
 static PyObject *handle_id(Core *c, PyObject *h)
 {
+    if (PyLong_CheckExact(h)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(h, &overflow);
+        if (!overflow && x >= 1)
+            return Py_NewRef(h);
+        if (x == -1 && PyErr_Occurred())
+            return NULL;
+    }
     PyObject *i = PyDict_GetItemWithError(c->h2id, h); /* borrowed; TypeError if unhashable */
     if (i)
         return Py_NewRef(i);
     if (PyErr_Occurred())
         return NULL;
-    return new_id(c, h);
+    unsigned long long v;
+    if (!int_value(h, &v))
+        return new_id(c, h);
+    PyObject *vi = PyLong_FromUnsignedLongLong(v);
+    PyObject *got = vi ? PyDict_SetDefault(c->h2id, h, vi) : NULL; /* borrowed */
+    if (got && !PyDict_SetDefault(c->id2h, vi, h))
+        got = NULL;
+    Py_XDECREF(vi);
+    return got ? Py_NewRef(got) : NULL;
 }
 
 static PyObject *core_id(Core *c, PyObject *h)
@@ -149,32 +203,40 @@ static PyObject *core_id(Core *c, PyObject *h)
     return handle_id(c, h);
 }
 
-/* Core.wait(h): ctx.wait(h) on a rank: a completed handle returns at once,
- * without releasing the GIL (the reference's fast path, checked first also
- * in a cancelled rank, where kb_wait answers KB_ECANCELED before it looks
- * at the handle); else kb_wait, with the GIL released. A failure goes to
- * the Context's _raise (SystemExit, a stashed engine exception, KbError).
- * Off a rank it returns NotImplemented: the caller takes the driver path,
- * with its lock. */
-static PyObject *core_wait(Core *c, PyObject *h)
+/* Core.wait(h, _meta=None): ctx.wait(h). On a rank: a completed handle
+ * returns at once, without releasing the GIL (the reference's fast path,
+ * checked first also in a cancelled rank, where kb_wait answers
+ * KB_ECANCELED before it looks at the handle); else kb_wait, with the GIL
+ * released; a failure goes to the Context's _raise (SystemExit, a stashed
+ * engine exception, KbError). Off a rank: the Context's _driver_wait (the
+ * driver side, under its lock). _meta is accepted and ignored, as the
+ * Python method does. */
+static PyObject *core_wait(Core *c, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs < 1 || nargs + nkw > 2 ||
+        (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "_meta") != 0)) {
+        PyErr_SetString(PyExc_TypeError, "wait(h, _meta=None)");
+        return NULL;
+    }
     if (!bound())
         return NULL;
-    PyObject *i = handle_id(c, h);
+    PyObject *i = handle_id(c, args[0]);
     if (!i)
         return NULL;
-    kb_handle id = PyLong_AsUnsignedLongLong(i);
     if (lib_rank() < 0) {
+        PyObject *r = PyObject_CallMethodOneArg(c->context, str_driver_wait, i);
         Py_DECREF(i);
-        Py_RETURN_NOTIMPLEMENTED;
+        return r;
     }
+    kb_handle id = PyLong_AsUnsignedLongLong(i);
+    Py_DECREF(i);
     int rc = 0;
     if (lib_is_completed(c->ctx, id) != 1) {
         PyThreadState *ts = PyEval_SaveThread();
         rc = lib_wait(c->ctx, id);
         PyEval_RestoreThread(ts);
     }
-    Py_DECREF(i);
     if (rc == 0)
         Py_RETURN_NONE;
     PyObject *r = PyObject_CallMethod(c->context, "_raise", "is", rc, "wait");
@@ -277,7 +339,8 @@ static int wait_hook(void *self, kb_handle h, void *meta, kb_wait_origin origin)
         Py_XDECREF(m);
         Py_XDECREF(o);
     } else if (hid) {
-        PyObject *handle = PyDict_GetItemWithError(c->id2h, hid); /* borrowed */
+        /* An int handle has no entry unless an equal object was seen. */
+        PyObject *handle = PyDict_GET_SIZE(c->id2h) ? PyDict_GetItemWithError(c->id2h, hid) : NULL;
         if (handle || !PyErr_Occurred())
             rc = engine_wait(c, handle ? handle : hid, origin);
     }
@@ -348,7 +411,8 @@ static PyObject *core_attach(Core *c, PyObject *addr)
 }
 
 static PyMethodDef core_methods[] = {
-    {"wait", (PyCFunction)core_wait, METH_O, "A rank's ctx.wait(h); NotImplemented off a rank."},
+    {"wait", (PyCFunction)(void (*)(void))core_wait, METH_FASTCALL | METH_KEYWORDS,
+     "wait(h, _meta=None): wait until handle h is completed (kbthreads.Context.wait)."},
     {"id", (PyCFunction)core_id, METH_O, "The handle id of h (a new one for a new handle)."},
     {"submit", (PyCFunction)(void (*)(void))core_submit, METH_FASTCALL,
      "A rank's collective submit: 0, a KB_E* code, or NotImplemented off a rank."},
@@ -447,7 +511,8 @@ PyMODINIT_FUNC PyInit__accel(void)
         return NULL;
     str_engine = PyUnicode_InternFromString("engine");
     str_wait = PyUnicode_InternFromString("wait");
-    if (!str_engine || !str_wait)
+    str_driver_wait = PyUnicode_InternFromString("_driver_wait");
+    if (!str_engine || !str_wait || !str_driver_wait)
         return NULL;
     PyObject *m = PyModule_Create(&accel_module);
     if (m && PyModule_AddObjectRef(m, "Core", (PyObject *)&core_type) < 0)

@@ -15,15 +15,23 @@ Cancellation
   SystemExit into a greenlet.
 
 Handles
-  Handles are arbitrary hashable Python objects. Each Context maps them to
-  uint64 ids (1, 2, 3, ...; never 0 or UINT64_MAX) with a dict both ways;
-  the library only ever sees the ids.
+  Handles are arbitrary hashable Python objects; the library only ever
+  sees uint64 ids (never 0 or UINT64_MAX). An int handle h with
+  1 <= h < 2**63, the usual kind, is its own id and costs no table entry.
+  Every other handle gets an id from 2**63 up, kept in a dict both ways
+  (_h2id, _id2h); except that a handle equal to such an int (a bool, an
+  integral float, an object with __index__ such as numpy's integers) gets
+  that int as its id, since Python's sets (the reference's completed set)
+  take them for one element; the dicts keep the first such object, which
+  the engine and the containers then see for that id. _accel.c
+  (Core: handle_id) implements the same rule.
 """
 from __future__ import annotations
 
 import atexit
 import collections.abc
 import itertools
+import operator
 import sys
 import threading
 import warnings
@@ -54,6 +62,7 @@ __all__ = [
 ]
 
 _RC_FAILED = 1  # what a rank returns to the library when its body raised
+_INT_IDS = 1 << 63  # int handles below this are their own ids; table ids start here
 _KB_WAIT_COLLECTIVE = _lib.KB_WAIT_COLLECTIVE
 _JOIN_SLICE_MS = 50  # the driver returns to Python this often (Ctrl-C, timeouts)
 _tls = threading.local()  # .worker on rank threads, .hook_depth on driver threads
@@ -368,7 +377,7 @@ class CompletedSet(_Unsupported, collections.abc.Set):
     def __contains__(self, h) -> bool:
         c = self._ctx
         try:
-            i = c._h2id.get(h)
+            i = c._known_id(h)
         except TypeError:  # unhashable: cannot be a handle
             return False
         if i is None:
@@ -389,15 +398,13 @@ class CompletedSet(_Unsupported, collections.abc.Set):
 
     def _snapshot(self) -> list:
         c = self._ctx
-        out = []
         with c._guard():
-            for i, h in list(c._id2h.items()):
-                rc = lib.kb_is_completed(c._ptr, i)
-                if rc < 0:
-                    raise KbError(rc, "kb_is_completed")
-                if rc == 1:
-                    out.append(h)
-        return out
+            n = lib.kb_completed_handles(c._ptr, None, 0)
+            if n == 0:
+                return []
+            arr = (_lib.kb_handle * n)()
+            n = min(n, lib.kb_completed_handles(c._ptr, arr, n))
+        return [c._handle(i) for i in arr[:n]]
 
     def __iter__(self):
         return iter(self._snapshot())
@@ -407,6 +414,27 @@ class CompletedSet(_Unsupported, collections.abc.Set):
 
     def __repr__(self) -> str:
         return "{" + ", ".join(repr(h) for h in self._snapshot()) + "}" if len(self) else "set()"
+
+
+def _int_value(h) -> int | None:
+    """v if handle h equals the int v with 1 <= v < 2**63 (a bool, an
+    integral float, an object with __index__), else None."""
+    try:
+        if isinstance(h, int):
+            v = int(h)
+        elif isinstance(h, float):
+            if not h.is_integer():
+                return None
+            v = int(h)
+        elif hasattr(type(h), "__index__"):
+            v = operator.index(h)
+            if not v == h:
+                return None
+        else:
+            return None
+    except Exception:  # an __index__ or __eq__ that raises: not an int-valued handle
+        return None
+    return v if 0 < v < _INT_IDS else None
 
 
 def _is_greenlet_exit(e: BaseException) -> bool:
@@ -707,7 +735,7 @@ class Context:
         self._ptr = c_void_p()
         self._h2id: dict = {}
         self._id2h: dict = {}
-        self._ids = itertools.count(1)
+        self._ids = itertools.count(_INT_IDS)
         self._id_lock = threading.Lock()
         self._metas: dict = {}
         self._meta_tokens = itertools.count(1)
@@ -733,7 +761,7 @@ class Context:
         self._core = None
         if _accel is not None:
             overridden = type(self).wait is not Context.wait
-            self._core = _accel.Core(self, self._h2id, self._id2h, 1, overridden)
+            self._core = _accel.Core(self, self._h2id, self._id2h, _INT_IDS, overridden)
             wait_cb = _lib.WAIT_HOOK(_accel.wait_hook_address())
             eng_self = c_void_p(id(self._core))
         else:
@@ -746,6 +774,10 @@ class Context:
             raise KbError(rc, "kb_ctx_create")
         if self._core is not None:
             self._core.attach(self._ptr.value)
+            if not overridden:
+                # ctx.wait is then the C method itself, no Python frame (a
+                # subclass that overrides wait keeps its own).
+                self.wait = self._core.wait  # type: ignore[method-assign]
         self._distributed = None
         self.distributed = distributed
         self.multiprocessing = MultiprocessingNamespace(self)
@@ -755,18 +787,33 @@ class Context:
 
     # ---- handles ---------------------------------------------------------------
     def _id(self, h) -> int:
+        """The id of handle h (see Handles in the module doc)."""
+        if type(h) is int and 0 < h < _INT_IDS:
+            return h
         i = self._h2id.get(h)  # TypeError for an unhashable h, as a handle must be hashable
         if i is not None:
             return i
         if self._core is not None:
             return self._core.id(h)  # one counter for both paths
+        v = _int_value(h)
         with self._id_lock:
+            if v is not None:
+                self._id2h.setdefault(v, h)
+                return self._h2id.setdefault(h, v)
             i = self._h2id.get(h)
             if i is None:
                 i = next(self._ids)
                 self._id2h[i] = h
                 self._h2id[h] = i
             return i
+
+    def _known_id(self, h) -> int | None:
+        """The id handle h has, or would have without a table entry; None
+        for a handle never seen (TypeError if unhashable)."""
+        if type(h) is int and 0 < h < _INT_IDS:
+            return h
+        i = self._h2id.get(h)
+        return i if i is not None else _int_value(h)
 
     def _handle(self, i: int):
         return self._id2h.get(i, i)
@@ -826,14 +873,10 @@ class Context:
         itself does not use it."""
         core = self._core
         if core is not None:
-            if core.wait(h) is None:  # a rank's wait, done in C
-                return
-            i = self._h2id[h]  # off a rank (NotImplemented): the driver path below
-        else:
-            i = self._h2id.get(h)
-            if i is None:
-                i = self._id(h)
-        if core is None and getattr(_tls, "worker", None) is not None:
+            core.wait(h)  # a rank's wait in C; off a rank it calls _driver_wait
+            return
+        i = self._id(h)
+        if getattr(_tls, "worker", None) is not None:
             # A rank (it holds the baton: no lock). The reference's fast
             # path first: a completed handle returns at once, also in the
             # cleanup of a cancelled rank, where kb_wait itself answers
@@ -845,13 +888,16 @@ class Context:
             if rc == 0:
                 return
             self._raise(rc, "wait")
-        with self._guard():  # the driver side
+        self._driver_wait(i)
+
+    def _driver_wait(self, i: int) -> None:
+        """ctx.wait off a rank, for handle id i: under the context's lock."""
+        with self._guard():
             if lib.kb_is_completed(self._ptr, i) == 1:
                 return
             rc = lib.kb_wait(self._ptr, i)
-        if rc == 0:
-            return
-        self._raise(rc, "wait")
+        if rc != 0:
+            self._raise(rc, "wait")
 
     def yield_(self) -> None:
         """Worker-side bare yield (see kbthreads.yield_)."""

@@ -343,8 +343,57 @@ def test_handles_are_any_hashable_object():
     assert ["unhashable"] not in ctx._completed
     with pytest.raises(TypeError):
         ctx.wait(["unhashable"])
-    ids = list(ctx._h2id.values())
+    ids = [ctx._id(h) for h in hs]
     assert len(set(ids)) == len(hs) and 0 not in ids and 2**64 - 1 not in ids and min(ids) >= 1
+    assert ctx._id(7) == 7 and 7 not in ctx._h2id  # an int handle is its own id: no table entry
+    assert len(ctx._h2id) == len(hs) - 1
+    ctx.close()
+
+
+class _Index:
+    """An int-like handle (as numpy's integers are): __index__ and == with ints."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
+
+    def __eq__(self, other):
+        return self.v == other
+
+    def __hash__(self):
+        return hash(self.v)
+
+
+def test_handles_equal_to_an_int_are_that_handle():
+    """Python's sets take 5, 5.0, True/1 and int-like objects equal to 5 for
+    one element; so does the binding, whichever comes first, and the engine
+    is given the first non-int object seen for it."""
+    seen = []
+
+    class Engine:
+        def wait(self, h):
+            seen.append(h)
+
+    ctx = kbthreads.Context(Engine())
+    big = 2**63 + 4096  # exactly a float too; beyond the ints that are their own ids: a table entry
+
+    def fn(r):
+        ctx.wait(_Index(5))
+        ctx.wait(5)  # the same handle: completed, the fast path
+        ctx.wait(5.0)
+        ctx.wait(True)
+        ctx.wait(1)
+        ctx.wait(big)
+        ctx.wait(float(big))  # equal to big in Python: the same handle
+
+    ctx.multiprocessing.spawn(fn, nprocs=1)
+    assert len(seen) == 3 and seen[0] == 5 and type(seen[0]) is _Index
+    assert seen[1] is True and seen[2] == big
+    assert 5 in ctx._completed and 5.0 in ctx._completed and 1 in ctx._completed and 2 not in ctx._completed
+    assert _Index(5) in ctx._completed and big in ctx._completed
+    assert len(ctx._completed) == 3
     ctx.close()
 
 
