@@ -2,7 +2,7 @@
 """The Python binding (bindings/python, kbthreads) under the loops of kb_bench.
 
     /usr/bin/python3 py_bench.py yield|wait|collective --n N --m M --reps R --lib PATH
-                                 [--accel PATH | --ctypes]
+                                 [--accel PATH | --ctypes] [--binding DIR --impl NAME]
 
 Each rank runs the same loop as kb_bench's and peer_greenlet.py's, in
 Python: ``kbthreads.yield_()``; ``ctx.wait(h)`` on a fresh handle (the
@@ -17,7 +17,10 @@ makes M calls, stamps it again; ns per call = (latest last stamp - earliest
 first stamp) / (N * M). A warm-up repetition (not reported) comes first.
 Output: KBR lines (see bench_common.h), impl "kbthreads_py" (the binding
 with its C accelerator, --accel: KBTHREADS_ACCEL) or "kbthreads_py_ctypes"
-(--ctypes: KBTHREADS_NO_ACCEL=1, the pure-ctypes path).
+(--ctypes: KBTHREADS_NO_ACCEL=1, the pure-ctypes path). --binding DIR runs
+the kbthreads package in DIR instead of this checkout's (an earlier
+release's, say, with --impl naming its figures): a binding that predates
+the accelerator runs as with --ctypes.
 """
 import argparse
 import os
@@ -37,14 +40,19 @@ def main() -> None:
     how = ap.add_mutually_exclusive_group(required=True)
     how.add_argument("--accel", help="the binding's C accelerator to load (KBTHREADS_ACCEL)")
     how.add_argument("--ctypes", action="store_true", help="the pure-ctypes path (KBTHREADS_NO_ACCEL=1)")
+    ap.add_argument("--binding", default=os.path.join(os.path.dirname(HERE), "bindings", "python"),
+                    help="the folder holding the kbthreads package (default: this checkout's)")
+    ap.add_argument("--impl", help="the impl name of the figures (default: kbthreads_py or kbthreads_py_ctypes)")
     a = ap.parse_args()
     os.environ["KBTHREADS_LIBRARY"] = a.lib
     if a.ctypes:
         os.environ["KBTHREADS_NO_ACCEL"] = "1"
     else:
         os.environ["KBTHREADS_ACCEL"] = a.accel
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bindings", "python"))
+    sys.path.insert(0, a.binding)
     import kbthreads
+
+    accelerated = getattr(kbthreads, "accelerated", lambda: False)  # older bindings: ctypes only
 
     class Engine:
         """Every wait completes at once (counted, so the hook is real)."""
@@ -92,9 +100,10 @@ def main() -> None:
                 wait(h)
             t_last[rank] = clock()
 
-    assert kbthreads.accelerated() == (not a.ctypes)
-    impl = "kbthreads_py" if kbthreads.accelerated() else "kbthreads_py_ctypes"
-    print("KBI,py_binding_path,%s" % ("accelerated" if kbthreads.accelerated() else "ctypes"))
+    if accelerated() == a.ctypes:
+        sys.exit("py_bench: the binding %s the accelerator" % ("loaded" if a.ctypes else "could not load"))
+    impl = a.impl or ("kbthreads_py" if accelerated() else "kbthreads_py_ctypes")
+    print("KBI,py_binding_path,%s" % ("accelerated" if accelerated() else "ctypes"))
     print("KBI,python_version,%s" % sys.version.split()[0])
     for rep in range(-1, a.reps):
         ctx.multiprocessing.spawn(rank_fn, nprocs=n)
