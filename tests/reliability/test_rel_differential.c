@@ -306,6 +306,24 @@ static void test_wrong_models_are_caught(void **state)
     free(p);
 }
 
+/* A fixed program of one kb_spawn phase: nprocs ranks with no operations
+ * yet, UNWIND mode, max_rounds 10, cancel codes 21 + rank. calloc'd. */
+static struct rp_prog *one_spawn(int nprocs)
+{
+    struct rp_prog *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->nphases = 1;
+    p->abort_done = -1;
+    struct rp_phase *ph = &p->phases[0];
+    ph->kind = RP_SPAWN;
+    ph->nprocs = nprocs;
+    ph->cancel_mode = KB_CANCEL_UNWIND;
+    ph->max_rounds = 10;
+    for (int r = 0; r < nprocs; r++)
+        ph->ranks[r].cancel_code = 21 + r;
+    return p;
+}
+
 /* A fixed program whose model trace is written out by hand: the model
  * itself follows the rules (rank 1 raises at its second step; rank 0 and 2
  * are cancelled in rank order and unwind; abort sees the full queues; the
@@ -313,15 +331,8 @@ static void test_wrong_models_are_caught(void **state)
 static void test_model_follows_the_rules_on_a_fixed_program(void **state)
 {
     (void)state;
-    struct rp_prog *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->nphases = 1;
-    p->abort_done = -1;
+    struct rp_prog *p = one_spawn(3);
     struct rp_phase *ph = &p->phases[0];
-    ph->kind = RP_SPAWN;
-    ph->nprocs = 3;
-    ph->cancel_mode = 0; /* UNWIND */
-    ph->max_rounds = 10;
     /* rank 0: wait 1000, wait 1000 (fast), yield; rank 1: enq 1001, raise;
      * rank 2: yield, yield */
     ph->ranks[0].nops = 3;
@@ -335,8 +346,6 @@ static void test_model_follows_the_rules_on_a_fixed_program(void **state)
     ph->ranks[2].nops = 2;
     ph->ranks[2].ops[0] = (struct rp_op){.kind = RP_YIELD};
     ph->ranks[2].ops[1] = (struct rp_op){.kind = RP_YIELD};
-    for (int r = 0; r < 3; r++)
-        ph->ranks[r].cancel_code = 21 + r;
     ph->ranks[2].cleanup = CL_FAIL;
     rm_run(p, NULL, RM_EXACT);
     tr_assert("phase 0 spawn n=3 cm=0 seeded=0 max=10\n"
@@ -369,19 +378,11 @@ static void test_model_follows_the_rules_on_a_fixed_program(void **state)
 static void test_model_keeps_barrier_waiters_until_the_next_round(void **state)
 {
     (void)state;
-    struct rp_prog *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->nphases = 1;
-    p->abort_done = -1;
+    struct rp_prog *p = one_spawn(3);
     struct rp_phase *ph = &p->phases[0];
-    ph->kind = RP_SPAWN;
-    ph->nprocs = 3;
-    ph->cancel_mode = KB_CANCEL_UNWIND;
-    ph->max_rounds = 10;
     for (int r = 0; r < 3; r++) {
         ph->ranks[r].nops = 1;
         ph->ranks[r].ops[0] = (struct rp_op){.kind = RP_BARRIER};
-        ph->ranks[r].cancel_code = 21 + r;
     }
     ph->ranks[1].nops = 2;
     ph->ranks[1].ops[0] = (struct rp_op){.kind = RP_YIELD};
@@ -416,22 +417,13 @@ static void test_model_keeps_barrier_waiters_until_the_next_round(void **state)
 static void test_pthread_exit_is_recorded_after_the_ranks_own_cleanup(void **state)
 {
     (void)state;
-    struct rp_prog *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->nphases = 1;
-    p->abort_done = -1;
+    struct rp_prog *p = one_spawn(2);
     struct rp_phase *ph = &p->phases[0];
-    ph->kind = RP_SPAWN;
-    ph->nprocs = 2;
-    ph->cancel_mode = KB_CANCEL_UNWIND;
-    ph->max_rounds = 10;
     ph->ranks[0].nops = 1;
     ph->ranks[0].ops[0] = (struct rp_op){.kind = RP_EXIT};
     ph->ranks[0].cleanup = CL_FAIL;
     ph->ranks[1].nops = 1;
     ph->ranks[1].ops[0] = (struct rp_op){.kind = RP_RAISE, .code = 5};
-    for (int r = 0; r < 2; r++)
-        ph->ranks[r].cancel_code = 21 + r;
     rm_run(p, NULL, RM_EXACT);
     tr_assert("phase 0 spawn n=2 cm=0 seeded=0 max=10\n"
               "bind 0\nbind 1\n"
