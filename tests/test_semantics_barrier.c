@@ -400,9 +400,9 @@ static void assert_example_rank_lines(void)
     free(got);
 }
 
-/* The same order where ranks do not run the round boundaries themselves:
- * the driver ends every round (a replay, kb_join with a timeout), and with
- * the affinity options (pinned to one CPU; spread, with nudges). */
+/* The same order where the driver ends every round (a replay; kb_join
+ * slices of one round each, timeout 0), in RETURN mode, and with the
+ * affinity options (pinned to one CPU; spread, with nudges). */
 static void test_barrier_order_is_the_same_on_every_scheduling_path(void **state)
 {
     (void)state;
