@@ -257,8 +257,12 @@ KB_API int kb_yield(void);
  * Wait until every not-finished rank of this spawn has arrived. Every arrival
  * yields at least once (the last one too); the barrier opens when the last
  * not-finished rank arrives (or when a rank finishes and every remaining one
- * has arrived) and the waiters resume in their round-robin turns, in rank
- * order. 0; KB_EPERM outside a rank; KB_ECANCELED as for kb_yield.
+ * has arrived). No rank returns from it before the next round begins, that
+ * is, before the drain that follows the round in which it opened; in that
+ * next round every waiter returns at its turn, so the code after the barrier
+ * starts in rank order (with a seeded schedule or a replay, that round's
+ * order). 0; KB_EPERM outside a rank; KB_ECANCELED as for kb_yield (a
+ * cancelled waiter never passes, whether the barrier had opened or not).
  */
 KB_API int kb_barrier(void);
 

@@ -232,11 +232,18 @@ int kb_barrier(void)
     kb_tl_instant(run, rk->index, KB_TL_BARRIER, 0, 0);
     run->barrier_arrived++;
     kb_barrier_check(run);
-    do { /* every arrival yields at least once, the last one too */
+    /* Every arrival yields at least once, the last one too. The rank
+     * leaves only in a round after the one in which its barrier opened, so
+     * after that round's drain, and at its turn there: the waiters start
+     * the code after the barrier in that round's order. A waiter whose turn
+     * comes later in the opening round suspends once more. While this rank
+     * waits the next generation cannot open (this rank has not arrived
+     * there), so barrier_open_round is its own barrier's. */
+    do {
         int rc = rank_suspend(rk, KB_SUSP_BARRIER, 0);
         if (rc != 0)
             return rc;
-    } while (run->barrier_gen == gen);
+    } while (run->barrier_gen == gen || run->rounds == run->barrier_open_round);
     return 0;
 }
 

@@ -106,8 +106,13 @@ struct kb_run {
     unsigned nudged_ns; /* KB_AFFINITY_SPREAD: how long a nudged rank watches its slot; 0 = no nudges */
     int stop;           /* enum kb_stop, written by the rank handing to the driver */
     int failed_rank;    /* with KB_STOP_FAILED */
+    /* the barrier: arrivals at the current generation; the generation,
+     * which grows by one each time it opens; and the round it last opened
+     * in. A waiter leaves once the generation it arrived at has passed and
+     * a later round has begun (kb_barrier). */
     int barrier_arrived;
     unsigned barrier_gen;
+    uint64_t barrier_open_round;
     /* failures in insertion order; capacity nprocs (each rank at most once) */
     kb_rank_error *errors;
     size_t nerrors;
@@ -197,7 +202,8 @@ void kb_sched_cancel_all(struct kb_run *run, int abort_engine);
 
 /* Rank rk's function ended: it is no longer live. Baton holder only. */
 void kb_rank_retire(struct kb_run *run, struct kb_rank *rk);
-/* Open the barrier when every live rank has arrived. Baton holder only. */
+/* Open the barrier when every live rank has arrived: the next generation,
+ * opened in the current round. Baton holder only. */
 void kb_barrier_check(struct kb_run *run);
 /* The next holder after the current rank's turn: the next rank of the
  * round's order, or KB_DRIVER at the end of the round. Baton holder. */

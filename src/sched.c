@@ -92,6 +92,7 @@ void kb_barrier_check(struct kb_run *run)
     if (run->barrier_arrived > 0 && run->barrier_arrived >= run->nlive) {
         run->barrier_gen++;
         run->barrier_arrived = 0;
+        run->barrier_open_round = run->rounds;
     }
 }
 

@@ -21,6 +21,13 @@
 
 enum { ST_NEW, ST_STARTED, ST_FINISHED };
 enum { SU_NONE, SU_YIELD, SU_WAIT, SU_BARRIER };
+/* Where a rank stands with the barrier: not in it; arrived, the barrier
+ * closed; the barrier opened in this round (it stays: no rank leaves before
+ * the drain that ends the round); a round has begun since it opened (it
+ * leaves at its turn). */
+enum { BW_NONE, BW_CLOSED, BW_OPENED, BW_FREE };
+/* What opened a barrier. */
+enum { BO_ARRIVAL, BO_FINISH };
 /* How a rank's stretch on the baton ended. */
 enum { GO_SUSPENDED, GO_FINISHED };
 
@@ -37,9 +44,9 @@ struct mrank {
     int recorded;
     int susp; /* where it is suspended (for the max_rounds report) */
     uint64_t susp_h;
-    int pc;        /* the operation it is in */
-    int stage;     /* 0: not begun; else where inside the operation it stopped */
-    unsigned bgen; /* the barrier generation it waits to change */
+    int pc;    /* the operation it is in */
+    int stage; /* 0: not begun; else where inside the operation it stopped */
+    int bwait; /* BW_*: its place in the barrier */
 };
 
 struct merr {
@@ -74,7 +81,8 @@ struct model {
     int order[RP_MAX_RANKS];
     uint64_t rng;
     int barrier_arrived;
-    unsigned barrier_gen;
+    int barrier_cause;  /* BO_*: what opened the last barrier */
+    int barrier_passed; /* a waiter of the last opened barrier passed it */
     struct merr errors[RP_MAX_RANKS];
     int nerrors;
     int fail_code, drain_code, drain_origin;
@@ -435,12 +443,34 @@ static void handoff(struct model *M, int to)
     }
 }
 
-static void barrier_check(struct model *M)
+/* What the barriers did, for rm_barrier_tally. */
+static struct rm_barrier_tally tally;
+
+/* The barrier opens when every not-finished rank has arrived: each of them
+ * is now in an opened barrier (cause: BO_*). */
+static void barrier_check(struct model *M, int cause)
 {
-    if (M->barrier_arrived > 0 && M->barrier_arrived >= M->nlive) {
-        M->barrier_gen++;
-        M->barrier_arrived = 0;
-    }
+    if (M->barrier_arrived == 0 || M->barrier_arrived < M->nlive)
+        return;
+    M->barrier_arrived = 0;
+    M->barrier_cause = cause;
+    M->barrier_passed = 0;
+    for (int r = 0; r < M->nprocs; r++)
+        if (M->rk[r].bwait == BW_CLOSED)
+            M->rk[r].bwait = BW_OPENED;
+}
+
+/* A new round begins: the ranks in a barrier that opened before it may leave. */
+static void barrier_new_round(struct model *M)
+{
+    for (int r = 0; r < M->nprocs; r++)
+        if (M->rk[r].bwait == BW_OPENED)
+            M->rk[r].bwait = BW_FREE;
+}
+
+void rm_barrier_tally(struct rm_barrier_tally *out)
+{
+    *out = tally;
 }
 
 /* A cancelled (RETURN mode) or unwinding rank never suspends. */
@@ -455,7 +485,7 @@ static int finish(struct model *M, int r)
     struct mrank *k = &M->rk[r];
     k->state = ST_FINISHED;
     M->nlive--;
-    barrier_check(M);
+    barrier_check(M, BO_FINISH);
     return GO_FINISHED;
 }
 
@@ -569,21 +599,36 @@ static int op_barrier(struct model *M, struct mrank *k, int *rc)
             *rc = KB_ECANCELED;
             return OP_DONE;
         }
-        k->bgen = M->barrier_gen;
+        k->bwait = BW_CLOSED;
         M->barrier_arrived++;
-        barrier_check(M);
-        if (M->mutant == RM_BARRIER_NO_YIELD && M->barrier_gen != k->bgen) {
+        barrier_check(M, BO_ARRIVAL);
+        if (M->mutant == RM_BARRIER_NO_YIELD && k->bwait == BW_OPENED) {
+            k->bwait = BW_NONE;
             *rc = 0;
             return OP_DONE;
         }
         return suspend(k, SU_BARRIER, 0, 1);
     }
     if (k->cancelled) {
+        k->bwait = BW_NONE;
         *rc = KB_ECANCELED;
         return OP_DONE;
     }
-    if (M->barrier_gen == k->bgen)
+    int seeded = M->ph->seeded != 0;
+    if (k->bwait == BW_OPENED && M->mutant != RM_BARRIER_SAME_ROUND) {
+        tally.held[seeded]++; /* its turn comes after the opening, in the same round */
         return suspend(k, SU_BARRIER, 0, 1);
+    }
+    if (k->bwait == BW_CLOSED)
+        return suspend(k, SU_BARRIER, 0, 1);
+    if (!M->barrier_passed) {
+        M->barrier_passed = 1;
+        if (M->barrier_cause == BO_ARRIVAL)
+            tally.opened_by_arrival[seeded]++;
+        else
+            tally.opened_by_finish[seeded]++;
+    }
+    k->bwait = BW_NONE;
     *rc = 0;
     return OP_DONE;
 }
@@ -849,6 +894,7 @@ static int round_(struct model *M)
         }
     }
     M->rounds++;
+    barrier_new_round(M);
     for (int p = 0; p < n; p++) {
         int r = M->order[p];
         handoff(M, r);
@@ -885,7 +931,7 @@ static void new_run(struct model *M, const struct rp_phase *ph)
     M->nlive = ph->nprocs;
     M->rng = ph->seed;
     M->barrier_arrived = 0;
-    M->barrier_gen = 0;
+    M->barrier_passed = 1; /* no barrier opened yet */
     M->nerrors = 0;
     M->fail_code = M->drain_code = M->drain_origin = 0;
     M->drain_h = 0;
@@ -1023,6 +1069,7 @@ void rm_run(const struct rp_prog *p, const struct rp_clock *clock, enum rm_mutan
     M->p = p;
     M->clock = clock;
     M->mutant = mutant;
+    memset(&tally, 0, sizeof tally);
     for (int i = 0; i < RP_NPOOL; i++)
         M->fail_left[i] = p->knobs[i].kind == KN_FAIL ? p->knobs[i].times : 0;
     tr_reset();

@@ -40,12 +40,24 @@ enum rm_mutant {
     RM_NO_FINAL_DRAIN,     /* no drain after the round in which the last rank finished */
     RM_ABORT_AFTER_CLEAR,  /* the abort hook sees the queues already cleared */
     RM_BARRIER_NO_YIELD,   /* the last arrival at a barrier does not yield */
+    RM_BARRIER_SAME_ROUND, /* waiters leave an opened barrier in the round it opened in */
     RM_N
 };
 
 /* Run p on the model; the trace is left in tr_text(). clock gives the
  * rounds of kb_join calls with a positive timeout (NULL: run to the end). */
 void rm_run(const struct rp_prog *p, const struct rp_clock *clock, enum rm_mutant mutant);
+
+/* What the barriers of the last rm_run did, by phase kind ([0] round-robin,
+ * [1] seeded): barriers a waiter then passed, by what opened them (the last
+ * arrival, or a finishing rank), and turns a waiter spent at an opened
+ * barrier because it opened earlier in the same round. */
+struct rm_barrier_tally {
+    long opened_by_arrival[2];
+    long opened_by_finish[2];
+    long held[2];
+};
+void rm_barrier_tally(struct rm_barrier_tally *out);
 
 /* Run p on both and compare. 0 if the traces are identical; else 1, with
  * both traces and the first difference written to out (if not NULL). On

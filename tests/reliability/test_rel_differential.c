@@ -72,6 +72,12 @@ enum feat {
     F_NPROCS0,
     F_LIVE_AT_WAIT,
     F_LIVE_AT_BARRIER,
+    F_BARRIER_ARRIVAL_RR,
+    F_BARRIER_ARRIVAL_SEEDED,
+    F_BARRIER_FINISH_RR,
+    F_BARRIER_FINISH_SEEDED,
+    F_BARRIER_HELD_RR,
+    F_BARRIER_HELD_SEEDED,
     F_N
 };
 
@@ -103,9 +109,30 @@ static const char *const feat_names[F_N] = {
     "nprocs 0",
     "live at wait",
     "live at barrier",
+    "barrier open: arrival",
+    "  ... seeded order",
+    "barrier open: finish",
+    "  ... seeded order",
+    "barrier held a round",
+    "  ... seeded order",
 };
 
 static long feats[F_N];
+
+/* The model's account of the barriers of the program it ran last (the one
+ * just compared): which openings a waiter passed, and waiters held at an
+ * opened barrier until the next round, without and with a seeded order. */
+static void tally_barriers(void)
+{
+    struct rm_barrier_tally b;
+    rm_barrier_tally(&b);
+    feats[F_BARRIER_ARRIVAL_RR] += b.opened_by_arrival[0] > 0;
+    feats[F_BARRIER_ARRIVAL_SEEDED] += b.opened_by_arrival[1] > 0;
+    feats[F_BARRIER_FINISH_RR] += b.opened_by_finish[0] > 0;
+    feats[F_BARRIER_FINISH_SEEDED] += b.opened_by_finish[1] > 0;
+    feats[F_BARRIER_HELD_RR] += b.held[0] > 0;
+    feats[F_BARRIER_HELD_SEEDED] += b.held[1] > 0;
+}
 
 static int has(const char *t, const char *s)
 {
@@ -216,8 +243,10 @@ static long check_range(uint64_t first, long n, int do_tally)
                     (unsigned long long)seed);
             continue;
         }
-        if (do_tally)
+        if (do_tally) {
             tally(tr_text());
+            tally_barriers();
+        }
     }
     free(p);
     return bad;
@@ -277,6 +306,24 @@ static void test_wrong_models_are_caught(void **state)
     free(p);
 }
 
+/* A fixed program of one kb_spawn phase: nprocs ranks with no operations
+ * yet, UNWIND mode, max_rounds 10, cancel codes 21 + rank. calloc'd. */
+static struct rp_prog *one_spawn(int nprocs)
+{
+    struct rp_prog *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->nphases = 1;
+    p->abort_done = -1;
+    struct rp_phase *ph = &p->phases[0];
+    ph->kind = RP_SPAWN;
+    ph->nprocs = nprocs;
+    ph->cancel_mode = KB_CANCEL_UNWIND;
+    ph->max_rounds = 10;
+    for (int r = 0; r < nprocs; r++)
+        ph->ranks[r].cancel_code = 21 + r;
+    return p;
+}
+
 /* A fixed program whose model trace is written out by hand: the model
  * itself follows the rules (rank 1 raises at its second step; rank 0 and 2
  * are cancelled in rank order and unwind; abort sees the full queues; the
@@ -284,15 +331,8 @@ static void test_wrong_models_are_caught(void **state)
 static void test_model_follows_the_rules_on_a_fixed_program(void **state)
 {
     (void)state;
-    struct rp_prog *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->nphases = 1;
-    p->abort_done = -1;
+    struct rp_prog *p = one_spawn(3);
     struct rp_phase *ph = &p->phases[0];
-    ph->kind = RP_SPAWN;
-    ph->nprocs = 3;
-    ph->cancel_mode = 0; /* UNWIND */
-    ph->max_rounds = 10;
     /* rank 0: wait 1000, wait 1000 (fast), yield; rank 1: enq 1001, raise;
      * rank 2: yield, yield */
     ph->ranks[0].nops = 3;
@@ -306,8 +346,6 @@ static void test_model_follows_the_rules_on_a_fixed_program(void **state)
     ph->ranks[2].nops = 2;
     ph->ranks[2].ops[0] = (struct rp_op){.kind = RP_YIELD};
     ph->ranks[2].ops[1] = (struct rp_op){.kind = RP_YIELD};
-    for (int r = 0; r < 3; r++)
-        ph->ranks[r].cancel_code = 21 + r;
     ph->ranks[2].cleanup = CL_FAIL;
     rm_run(p, NULL, RM_EXACT);
     tr_assert("phase 0 spawn n=3 cm=0 seeded=0 max=10\n"
@@ -334,6 +372,43 @@ static void test_model_follows_the_rules_on_a_fixed_program(void **state)
     free(p);
 }
 
+/* The model's barrier rule on a fixed program: rank 1 opens the barrier in
+ * round 2, rank 2 (after it in that round) stays, and all three pass in
+ * round 3 in rank order; then the library agrees. */
+static void test_model_keeps_barrier_waiters_until_the_next_round(void **state)
+{
+    (void)state;
+    struct rp_prog *p = one_spawn(3);
+    struct rp_phase *ph = &p->phases[0];
+    for (int r = 0; r < 3; r++) {
+        ph->ranks[r].nops = 1;
+        ph->ranks[r].ops[0] = (struct rp_op){.kind = RP_BARRIER};
+    }
+    ph->ranks[1].nops = 2;
+    ph->ranks[1].ops[0] = (struct rp_op){.kind = RP_YIELD};
+    ph->ranks[1].ops[1] = (struct rp_op){.kind = RP_BARRIER};
+    rm_run(p, NULL, RM_EXACT);
+    tr_assert("phase 0 spawn n=3 cm=0 seeded=0 max=10\n"
+              "bind 0\nbind 1\nbind 2\n"
+              "start 0\n0.0 barrier\n"
+              "start 1\n1.0 yield\n"
+              "start 2\n2.0 barrier\n"
+              "1.0 = 0\n1.1 barrier\n"
+              "0.0 = 0\nend 0 = 0\n"
+              "1.1 = 0\nend 1 = 0\n"
+              "2.0 = 0\nend 2 = 0\n"
+              "spawn = 0\n"
+              "stats rounds=3 turns=9 handoffs=10 drains=3 ew=0 colls=0 rt=[3,3,3]\n"
+              "post pw=[] pc=[] done=[]\n"
+              "destroy = 0\n");
+    struct rm_barrier_tally b;
+    rm_barrier_tally(&b);
+    assert_int_equal(b.opened_by_arrival[0], 1);
+    assert_int_equal(b.held[0], 1);
+    assert_int_equal(rel_check(p, stderr), 0);
+    free(p);
+}
+
 /* A rank that calls pthread_exit itself fails with KB_EEXITED, recorded
  * when the unwind reaches the library, that is after the rank's own cleanup
  * handler: a kb_fail there is the rank's first failure and the one
@@ -342,22 +417,13 @@ static void test_model_follows_the_rules_on_a_fixed_program(void **state)
 static void test_pthread_exit_is_recorded_after_the_ranks_own_cleanup(void **state)
 {
     (void)state;
-    struct rp_prog *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->nphases = 1;
-    p->abort_done = -1;
+    struct rp_prog *p = one_spawn(2);
     struct rp_phase *ph = &p->phases[0];
-    ph->kind = RP_SPAWN;
-    ph->nprocs = 2;
-    ph->cancel_mode = KB_CANCEL_UNWIND;
-    ph->max_rounds = 10;
     ph->ranks[0].nops = 1;
     ph->ranks[0].ops[0] = (struct rp_op){.kind = RP_EXIT};
     ph->ranks[0].cleanup = CL_FAIL;
     ph->ranks[1].nops = 1;
     ph->ranks[1].ops[0] = (struct rp_op){.kind = RP_RAISE, .code = 5};
-    for (int r = 0; r < 2; r++)
-        ph->ranks[r].cancel_code = 21 + r;
     rm_run(p, NULL, RM_EXACT);
     tr_assert("phase 0 spawn n=2 cm=0 seeded=0 max=10\n"
               "bind 0\nbind 1\n"
@@ -428,6 +494,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_follows_the_rules_on_a_fixed_program),
         cmocka_unit_test(test_pthread_exit_is_recorded_after_the_ranks_own_cleanup),
+        cmocka_unit_test(test_model_keeps_barrier_waiters_until_the_next_round),
         cmocka_unit_test(test_library_and_model_give_identical_traces),
         cmocka_unit_test(test_wrong_models_are_caught),
     };
