@@ -129,7 +129,9 @@ inline void check(int code, const char *what)
 class failure : public std::runtime_error {
   public:
     /** A failure with code and message what. */
-    failure(int code, const std::string &what) : std::runtime_error(what), code_(code != 0 ? code : KB_EINVAL) {}
+    failure(int code, const std::string &what) : std::runtime_error(what), code_(code != 0 ? code : KB_EINVAL)
+    {
+    }
     /** The code the rank fails with (never 0). */
     int code() const noexcept { return code_; }
 
@@ -524,8 +526,13 @@ class process_context {
      *  every later join; other errors std::system_error. */
     template <class Rep, class Period> bool join(const std::chrono::duration<Rep, Period> &timeout)
     {
-        const double ms = std::chrono::duration<double, std::milli>(timeout).count();
-        return join_ms(ms <= 0 ? 0 : ms >= static_cast<double>(LONG_MAX) ? LONG_MAX : std::lround(std::ceil(ms)));
+        const double ms = std::ceil(std::chrono::duration<double, std::milli>(timeout).count());
+        long limit = 0;
+        if (ms >= static_cast<double>(LONG_MAX))
+            limit = LONG_MAX;
+        else if (ms > 0)
+            limit = static_cast<long>(ms);
+        return join_ms(limit);
     }
     /** Drive rounds until every rank finished; throws as join(timeout). */
     void join() { join_ms(-1); }
@@ -653,7 +660,10 @@ class context {
         detail::suspended(rc, "kb::context::wait");
     }
     /** kb_enqueue_wait. */
-    void enqueue_wait(kb_handle h) { check(kb_enqueue_wait(native_handle(), h), "kb::context::enqueue_wait"); }
+    void enqueue_wait(kb_handle h)
+    {
+        check(kb_enqueue_wait(native_handle(), h), "kb::context::enqueue_wait");
+    }
     /** kb_complete. */
     void complete(kb_handle h) { check(kb_complete(native_handle(), h), "kb::context::complete"); }
     /** kb_is_completed. */

@@ -109,10 +109,10 @@ static void test_cpp_join_timeouts_of_any_duration_type(void **)
         for (int i = 0; i < 4; i++)
             kb::yield();
     });
-    assert_false(pc.join(-5s));                                   // negative: one round
-    assert_false(pc.join(std::chrono::duration<double>(0.0)));    // floating point
-    assert_false(pc.join(std::chrono::nanoseconds(0)));           // finer than milliseconds
-    assert_true(pc.join(std::chrono::duration<double>(1e300)));   // beyond a long of milliseconds
+    assert_false(pc.join(-5s));                                 // negative: one round
+    assert_false(pc.join(std::chrono::duration<double>(0.0)));  // floating point
+    assert_false(pc.join(std::chrono::nanoseconds(0)));         // finer than milliseconds
+    assert_true(pc.join(std::chrono::duration<double>(1e300))); // beyond a long of milliseconds
 }
 
 static void test_cpp_a_failing_join_throws_spawn_error_every_time(void **)

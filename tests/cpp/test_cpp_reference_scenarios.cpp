@@ -28,7 +28,10 @@ struct fe_bridge final : kb::engine {
     {
         return f->engine.wait(f->engine.self, h, meta, origin);
     }
-    void bind(kb::context &ctx, int rank) override { f->engine.bind(f->engine.self, ctx.native_handle(), rank); }
+    void bind(kb::context &ctx, int rank) override
+    {
+        f->engine.bind(f->engine.self, ctx.native_handle(), rank);
+    }
     void abort(kb::context &ctx) override { f->engine.abort(f->engine.self, ctx.native_handle()); }
 };
 
@@ -150,7 +153,8 @@ struct scenario {
         if (e.ranks().empty())
             line += "] first=None code=None";
         else
-            line += "] first=" + std::to_string(e.ranks()[0].rank) + " code=" + std::to_string(e.ranks()[0].code);
+            line +=
+                "] first=" + std::to_string(e.ranks()[0].rank) + " code=" + std::to_string(e.ranks()[0].code);
         tr_add("%s", line.c_str());
         for (const kb::rank_error &re : e.ranks())
             tr_add("error_entry %d code=%d msg=%s", re.rank, re.code, re.message.c_str());
