@@ -722,6 +722,35 @@ class context {
     std::unique_ptr<detail::ctx_state> s_;
 };
 
+/** A C engine (a kb_engine: self and hooks, NULL hooks allowed) behind the
+ *  C++ interface, to drive an engine written in C from a kb::context. The
+ *  hooks get the context's kb_ctx. */
+class c_engine final : public engine {
+  public:
+    /** Wraps a copy of e. */
+    explicit c_engine(const kb_engine &e) noexcept : e_(e) {}
+    /** e's wait hook (0 without one). */
+    int wait(kb_handle h, void *meta, kb_wait_origin origin) override
+    {
+        return e_.wait ? e_.wait(e_.self, h, meta, origin) : 0;
+    }
+    /** e's bind hook, if any. */
+    void bind(context &ctx, int rank) override
+    {
+        if (e_.bind)
+            e_.bind(e_.self, ctx.native_handle(), rank);
+    }
+    /** e's abort hook, if any. */
+    void abort(context &ctx) override
+    {
+        if (e_.abort)
+            e_.abort(e_.self, ctx.native_handle());
+    }
+
+  private:
+    kb_engine e_;
+};
+
 } // namespace kb
 
 #endif /* KBTHREADS_HPP */

@@ -3,7 +3,7 @@
 // a thrown kb::failure for the reference's raise, kb::cancelled unwinding
 // the cancelled ranks. Each must print the trace the C port prints
 // (tests/support/reference_traces.h), line for line: the engine is the C
-// fake engine behind a kb::engine, and the trace lines of the rank side and
+// fake engine behind kb::c_engine, and the trace lines of the rank side and
 // of the outcome (the kb::spawn_error) are written here as fe_traced and
 // fe_do_spawn write them.
 #include <algorithm>
@@ -20,21 +20,6 @@ extern "C" {
 
 namespace {
 
-// The fake engine's hooks behind the C++ engine interface.
-struct fe_bridge final : kb::engine {
-    fe *f;
-    explicit fe_bridge(fe *e) : f(e) {}
-    int wait(kb_handle h, void *meta, kb_wait_origin origin) override
-    {
-        return f->engine.wait(f->engine.self, h, meta, origin);
-    }
-    void bind(kb::context &ctx, int rank) override
-    {
-        f->engine.bind(f->engine.self, ctx.native_handle(), rank);
-    }
-    void abort(kb::context &ctx) override { f->engine.abort(f->engine.self, ctx.native_handle()); }
-};
-
 struct collective {
     int arrived = 0, sum = 0, result = 0;
     bool issued = false;
@@ -46,7 +31,7 @@ struct collective {
 // reference's all_reduce state.
 struct scenario {
     fe *f = fe_new();
-    fe_bridge bridge{f};
+    kb::c_engine bridge{f->engine}; // the fake engine's C hooks
     kb::context ctx{bridge};
     std::map<std::string, collective> colls;
     int next_sip = 0;
