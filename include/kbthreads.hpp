@@ -178,6 +178,8 @@ inline void suspended(int rc, const char *what)
 inline const char *describe(const std::exception_ptr &e, int *code)
 {
     *code = exception_code;
+    if (!e)
+        return "unknown exception";
     try {
         std::rethrow_exception(e);
     } catch (const failure &f) {
@@ -654,9 +656,10 @@ class context {
      *  std::system_error, an exception of the hook is rethrown. */
     void wait(kb_handle h, void *meta = nullptr)
     {
+        const bool had_error = s_ && s_->hook_error;
         int rc = kb_wait_meta(native_handle(), h, meta);
-        if (rc != 0 && kb_rank() < 0 && s_ && s_->hook_error)
-            std::rethrow_exception(std::exchange(s_->hook_error, nullptr));
+        if (rc != 0 && kb_rank() < 0 && !had_error && s_ && s_->hook_error)
+            std::rethrow_exception(std::exchange(s_->hook_error, nullptr)); /* this wait's hook threw */
         detail::suspended(rc, "kb::context::wait");
     }
     /** kb_enqueue_wait. */
