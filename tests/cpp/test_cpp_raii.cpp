@@ -8,9 +8,12 @@
 
 #include "cpp_test.hpp"
 
-// Spawns that must fail on exactly the given root-cause ranks.
-template <class F> static void spawn_failing(kb::context &ctx, int nprocs, F &&fn, std::vector<int> ranks)
+// On a fresh trace and context, a spawn that must fail on exactly the given
+// root-cause ranks.
+template <class F> static void spawn_failing(int nprocs, F &&fn, std::vector<int> ranks)
 {
+    tr_reset();
+    kb::context ctx;
     try {
         ctx.spawn(nprocs, fn);
         fail_msg("the spawn did not fail");
@@ -24,9 +27,7 @@ template <class F> static void spawn_failing(kb::context &ctx, int nprocs, F &&f
 
 static void test_cpp_ranks_cancelled_at_yield_run_their_destructors_in_rank_order(void **)
 {
-    tr_reset();
-    kb::context ctx;
-    spawn_failing(ctx, 4,
+    spawn_failing(4,
                   [](int r) {
                       traced_dtor a{"a", r};
                       tr_add("rank %d suspends", r);
@@ -49,9 +50,7 @@ static void test_cpp_ranks_cancelled_at_yield_run_their_destructors_in_rank_orde
 
 static void test_cpp_ranks_cancelled_at_wait_run_their_destructors(void **)
 {
-    tr_reset();
-    kb::context ctx;
-    spawn_failing(ctx, 3,
+    spawn_failing(3,
                   [](int r) {
                       traced_dtor a{"a", r};
                       if (r == 2)
@@ -70,9 +69,7 @@ static void test_cpp_ranks_cancelled_at_wait_run_their_destructors(void **)
 
 static void test_cpp_ranks_cancelled_at_barrier_run_their_destructors(void **)
 {
-    tr_reset();
-    kb::context ctx;
-    spawn_failing(ctx, 4,
+    spawn_failing(4,
                   [](int r) {
                       traced_dtor a{"a", r};
                       if (r == 2) {
@@ -96,9 +93,7 @@ static void test_cpp_ranks_cancelled_at_barrier_run_their_destructors(void **)
 
 static void test_cpp_never_started_ranks_run_neither_body_nor_destructor(void **)
 {
-    tr_reset();
-    kb::context ctx;
-    spawn_failing(ctx, 4,
+    spawn_failing(4,
                   [](int r) {
                       tr_add("body %d", r);
                       traced_dtor a{"a", r};
@@ -127,9 +122,7 @@ struct yielding_dtor {
 
 static void test_cpp_a_destructor_suspending_during_a_cancel_unwind_returns_at_once(void **)
 {
-    tr_reset();
-    kb::context ctx;
-    spawn_failing(ctx, 2,
+    spawn_failing(2,
                   [](int r) {
                       if (r == 1)
                           throw std::runtime_error("boom");
@@ -143,9 +136,7 @@ static void test_cpp_a_destructor_suspending_during_a_cancel_unwind_returns_at_o
 
 static void test_cpp_a_destructor_suspending_during_an_exception_unwind_really_yields(void **)
 {
-    tr_reset();
-    kb::context ctx;
-    spawn_failing(ctx, 2,
+    spawn_failing(2,
                   [](int r) {
                       if (r == 0) {
                           yielding_dtor d{r};
@@ -164,9 +155,7 @@ static void test_cpp_a_destructor_suspending_during_an_exception_unwind_really_y
 
 static void test_cpp_a_rank_that_catches_cancelled_and_returns_is_no_error(void **)
 {
-    tr_reset();
-    kb::context ctx;
-    spawn_failing(ctx, 2,
+    spawn_failing(2,
                   [](int r) {
                       if (r == 1)
                           throw std::runtime_error("boom");
@@ -182,9 +171,7 @@ static void test_cpp_a_rank_that_catches_cancelled_and_returns_is_no_error(void 
 
 static void test_cpp_a_rank_that_suspends_after_catching_cancelled_gets_it_again_at_once(void **)
 {
-    tr_reset();
-    kb::context ctx;
-    spawn_failing(ctx, 3,
+    spawn_failing(3,
                   [](int r) {
                       if (r == 1) {
                           kb::yield();
@@ -213,9 +200,7 @@ static void test_cpp_a_rank_that_suspends_after_catching_cancelled_gets_it_again
 
 static void test_cpp_catching_std_exception_does_not_catch_cancelled(void **)
 {
-    tr_reset();
-    kb::context ctx;
-    spawn_failing(ctx, 2,
+    spawn_failing(2,
                   [](int r) {
                       if (r == 1)
                           throw std::runtime_error("boom");
