@@ -304,7 +304,8 @@ class context;
  *  the rules above). The engine must outlive the contexts using it. */
 class engine {
   public:
-    virtual ~engine() = default;
+    /** Abstract (so derive from it), though every hook has a default. */
+    virtual ~engine() = 0;
     /** Run the simulation until h completes: 0, or a nonzero code that fails
      *  the spawn (in a drain) or is thrown as std::system_error by a
      *  driver-side kb::context::wait. Default: 0 (complete at once). */
@@ -316,6 +317,8 @@ class engine {
      *  (an exception from that call is dropped). */
     virtual void abort(context & /*ctx*/) {}
 };
+
+inline engine::~engine() = default;
 
 /** Spawn options: the C struct (value-initialise it: `kb::spawn_options o{};`).
  *  cancel_mode is ignored: C++ spawns always run in KB_CANCEL_RETURN mode. */

@@ -6,11 +6,18 @@
 #include <memory>
 #include <stdexcept>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include "cpp_test.hpp"
 
 using namespace std::chrono_literals;
+
+static_assert(!std::is_copy_constructible_v<kb::context> && std::is_nothrow_move_constructible_v<kb::context>,
+              "kb::context is move-only");
+static_assert(!std::is_copy_constructible_v<kb::process_context> &&
+                  std::is_nothrow_move_constructible_v<kb::process_context>,
+              "kb::process_context is move-only");
 
 static void test_cpp_a_lambda_capturing_by_reference_runs_in_rank_order(void **)
 {

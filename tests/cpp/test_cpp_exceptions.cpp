@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <type_traits>
 
 #include "cpp_test.hpp"
 
@@ -155,6 +156,11 @@ static void test_cpp_several_failing_ranks_are_reported_in_failure_order(void **
     assert_true(e.ranks()[0].exception != nullptr && e.ranks()[1].exception != nullptr);
     assert_string_equal(e.what(), "spawn failed on ranks [0, 2]: rank 2 raised code 10100: first");
 }
+
+static_assert(std::is_abstract_v<kb::engine>, "kb::engine is a base class");
+static_assert(!std::is_base_of_v<std::exception, kb::cancelled>, "kb::cancelled is no std::exception");
+static_assert(!std::is_default_constructible_v<kb::cancelled>, "only the library throws kb::cancelled");
+static_assert(std::is_base_of_v<std::runtime_error, kb::spawn_error>, "kb::spawn_error is a runtime_error");
 
 namespace {
 // An engine whose hooks throw on request.
