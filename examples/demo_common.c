@@ -56,7 +56,6 @@ void record(demo *d, int rank, uint64_t start, const char *fmt, ...)
     va_end(ap);
 }
 
-
 /* ------------------------------------------------------------------------ */
 /* The result check and the output.                                         */
 /* ------------------------------------------------------------------------ */
@@ -77,8 +76,8 @@ int demo_check(const demo *d, int rank, char *msg, size_t cap)
         }
         if (rs->grad[i] != want || left->grad[i] != want) {
             snprintf(msg, cap,
-                     "rank %d: element %zu is %" PRId64 " (left neighbour %" PRId64 "), expected %" PRId64, rank,
-                     i, rs->grad[i], left->grad[i], want);
+                     "rank %d: element %zu is %" PRId64 " (left neighbour %" PRId64 "), expected %" PRId64,
+                     rank, i, rs->grad[i], left->grad[i], want);
             return DEMO_ECHECK;
         }
     }
@@ -209,7 +208,8 @@ static int parse_int(const char *prog, const char *opt, const char *s, int lo, i
 /* "--opt VALUE" or "--opt=VALUE" for option name at argv[*i]: the value
  * (NULL with a message when missing), or NULL without a message when
  * argv[*i] is another option. */
-static const char *option_value(const char *prog, int argc, char **argv, int *i, const char *name, int *matched)
+static const char *option_value(const char *prog, int argc, char **argv, int *i, const char *name,
+                                int *matched)
 {
     const char *a = argv[*i];
     size_t len = strlen(name);
@@ -286,7 +286,6 @@ static int parse_args(int argc, char **argv, demo *d)
     }
     return 1;
 }
-
 
 /* ------------------------------------------------------------------------ */
 /* Set-up, the checkpoint, the end.                                         */

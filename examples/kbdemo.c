@@ -212,7 +212,6 @@ static void report_spawn_failure(int rc, const kb_spawn_error *err, const des_en
         fprintf(stderr, "kbdemo: engine: %s\n", des_engine_error(eng));
 }
 
-
 /* Everything after the command line; the exit status. */
 static int run(demo *d, kb_ctx **ctx)
 {

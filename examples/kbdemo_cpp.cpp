@@ -100,8 +100,9 @@ class rank_program {
     void exchange(int send_c, int64_t *buf, const char *phase)
     {
         int n = d_.nranks, right = mod(rank_ + 1, n), left = mod(rank_ - 1, n);
-        kb_handle hs = op(des_send(d_.eng, rank_, right, chunk_bytes(n, send_c), chunk(&rs_, send_c), CHUNK_LEN),
-                          "des_send");
+        kb_handle hs =
+            op(des_send(d_.eng, rank_, right, chunk_bytes(n, send_c), chunk(&rs_, send_c), CHUNK_LEN),
+               "des_send");
         kb_handle hr = op(des_recv(d_.eng, rank_, left, buf, CHUNK_LEN), "des_recv");
         await_both(hs, hr, phase);
     }
@@ -177,7 +178,8 @@ int run(demo &d)
         opts.schedule = d.seeded ? KB_SCHED_SEEDED : KB_SCHED_ROUND_ROBIN;
         opts.seed = d.seed;
         try {
-            ctx.spawn(d.nranks, [&](int rank) { rank_program(d, ctx, rank).run(); }, opts);
+            ctx.spawn(
+                d.nranks, [&](int rank) { rank_program(d, ctx, rank).run(); }, opts);
         } catch (const kb::spawn_error &e) {
             report_spawn_failure(e, d.eng);
             return 1;
