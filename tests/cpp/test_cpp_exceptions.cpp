@@ -131,6 +131,25 @@ static void test_cpp_an_int_returning_rank_fails_with_its_code(void **)
     assert_true(e.ranks()[0].exception == nullptr);
 }
 
+// Not the way to fail a C++ rank, but if one calls kb_raise, its forced
+// unwind runs the destructors and passes the rank entry as in C.
+static void test_cpp_kb_raise_in_a_rank_unwinds_as_in_c(void **)
+{
+    tr_reset();
+    kb::context ctx;
+    kb::spawn_error e = failed_spawn(ctx, 2, [](int r) {
+        traced_dtor a{"a", r};
+        if (r == 1)
+            kb_raise(5, "raised by rank %d", r);
+        kb::yield();
+    });
+    assert_int_equal(e.ranks()[0].code, 5);
+    assert_string_equal(e.ranks()[0].message.c_str(), "raised by rank 1");
+    assert_true(e.ranks()[0].exception == nullptr);
+    tr_assert("dtor a 1\n"
+              "dtor a 0\n");
+}
+
 static void test_cpp_several_failing_ranks_are_reported_in_failure_order(void **)
 {
     kb::context ctx;
@@ -315,6 +334,7 @@ int main()
         cmocka_unit_test(test_cpp_kb_failure_chooses_the_code),
         cmocka_unit_test(test_cpp_an_escaping_library_error_fails_the_rank_with_its_code),
         cmocka_unit_test(test_cpp_an_int_returning_rank_fails_with_its_code),
+        cmocka_unit_test(test_cpp_kb_raise_in_a_rank_unwinds_as_in_c),
         cmocka_unit_test(test_cpp_several_failing_ranks_are_reported_in_failure_order),
         cmocka_unit_test(test_cpp_an_engine_wait_throwing_in_a_drain_fails_the_spawn_and_is_carried),
         cmocka_unit_test(test_cpp_an_engine_wait_throwing_on_the_driver_side_is_rethrown),
