@@ -8,9 +8,6 @@ CMAKE_FLAGS ?=
 DEMO_ARGS ?=
 
 DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-pytest gdb
-# The C++ tests and kbdemo_cpp (build-essential brings g++ too; said here
-# because the build looks for it).
-DEB_PACKAGES += g++
 
 .PHONY: all deps build demo demo-cpp test test-fast docs format format-check install clean help
 
@@ -37,6 +34,9 @@ help:
 	@echo "make format-check / make format   clang-format check / rewrite"
 	@echo "make clean      remove $(BUILD)/"
 
+# The C++ tests and kbdemo_cpp (build-essential brings g++ too; said here
+# because the build looks for it).
+DEB_PACKAGES += g++
 deps:
 	@missing=""; \
 	for p in $(DEB_PACKAGES); do \
