@@ -623,7 +623,9 @@ class context {
     /** Run fn(rank) for ranks 0..nprocs-1 to completion. fn is called in
      *  place (not copied). Throws kb::spawn_error when the spawn failed,
      *  std::system_error for errors before any rank ran (KB_EINVAL for
-     *  nprocs < 0, KB_EPERM from a rank, KB_EBUSY from an engine hook, ...). */
+     *  nprocs < 0, KB_EPERM from a rank, KB_EBUSY from an engine hook, ...),
+     *  std::bad_alloc if the layer's own bookkeeping (a pointer per rank)
+     *  cannot be allocated. */
     template <class F> void spawn(int nprocs, F &&fn, const spawn_options &opts = spawn_options{})
     {
         detail::check_rank_fn<std::remove_reference_t<F>>();
