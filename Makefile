@@ -9,15 +9,17 @@ DEMO_ARGS ?=
 
 DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-dev python3-pytest python3-greenlet gdb
 
-.PHONY: all deps build demo test test-fast docs format format-check install clean help
+.PHONY: all deps build demo demo-cpp test test-fast docs format format-check install clean help
 
 PREFIX ?= /usr/local
-FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find include src tests examples -name '*.[ch]')
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null || \
+                 find include src tests examples -name '*.[ch]' -o -name '*.[ch]pp')
 
 all: build
 
 help:
 	@echo "make demo       build and run the demo (ring all-reduce over 8 simulated ranks)"
+	@echo "make demo-cpp   the same demo written with the C++ layer (same output)"
 	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
 	@echo "make test-fast  the suite without the Valgrind and sanitizer passes"
@@ -32,6 +34,9 @@ help:
 	@echo "make format-check / make format   clang-format check / rewrite"
 	@echo "make clean      remove $(BUILD)/"
 
+# The C++ tests and kbdemo_cpp (build-essential brings g++ too; said here
+# because the build looks for it).
+DEB_PACKAGES += g++
 deps:
 	@missing=""; \
 	for p in $(DEB_PACKAGES); do \
@@ -54,6 +59,9 @@ build: deps $(BUILD)/CMakeCache.txt
 
 demo: build
 	./$(BUILD)/examples/kbdemo $(DEMO_ARGS)
+
+demo-cpp: build
+	./$(BUILD)/examples/kbdemo_cpp $(DEMO_ARGS)
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind

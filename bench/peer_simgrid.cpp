@@ -26,8 +26,7 @@
 
 namespace sg4 = simgrid::s4u;
 
-namespace
-{
+namespace {
 
 uint64_t now_ns()
 {

@@ -1,4 +1,4 @@
-# Installation: header, shared library (SONAME libkbthreads.so.<major>),
+# Installation: headers (C, and the header-only C++ layer), shared library (SONAME libkbthreads.so.<major>),
 # static library, pkg-config file, CMake package, API docs when built.
 include(CMakePackageConfigHelpers)
 
@@ -7,7 +7,7 @@ install(TARGETS kbthreads kbthreads_static EXPORT kbthreadsTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES ${PROJECT_SOURCE_DIR}/include/kbthreads.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/include/kbthreads.h ${PROJECT_SOURCE_DIR}/include/kbthreads.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 set(KB_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/kbthreads)
 install(EXPORT kbthreadsTargets NAMESPACE kbthreads:: DESTINATION ${KB_CMAKE_DIR})

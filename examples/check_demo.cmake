@@ -5,6 +5,9 @@
 #                            --ranks 5 --steps 3 give byte-identical output.
 # MODE rejects_bad_options:  bad command lines exit 2 with a message on
 #                            stderr and nothing on stdout.
+# MODE same_as_c:            KBDEMO (kbdemo_cpp) prints on stdout exactly
+#                            what KBDEMO_C (kbdemo) prints, for several
+#                            option sets; both exit 0.
 cmake_minimum_required(VERSION 3.20)
 
 if(NOT KBDEMO OR NOT MODE)
@@ -77,6 +80,25 @@ elseif(MODE STREQUAL "rejects_bad_options")
   if(NOT rc EQUAL 0 OR NOT out MATCHES "usage: kbdemo")
     message(FATAL_ERROR "kbdemo --help: exit status '${rc}', stdout:\n${out}")
   endif()
+
+elseif(MODE STREQUAL "same_as_c")
+  foreach(args IN ITEMS "" "--ranks;5;--steps;3" "--ranks;1;--steps;0" "--ranks;2" "--seed;7" "--ranks;64;--steps;1")
+    string(REPLACE ";" " " shown "${args}")
+    run_demo(out rc err ${args})
+    execute_process(COMMAND ${KBDEMO_C} ${args} INPUT_FILE /dev/null
+      OUTPUT_VARIABLE want ERROR_VARIABLE want_err RESULT_VARIABLE want_rc)
+    if(NOT rc EQUAL 0 OR NOT want_rc EQUAL 0)
+      message(FATAL_ERROR "'${shown}': exit status '${rc}' (C demo: '${want_rc}')\nstderr:\n${err}${want_err}")
+    endif()
+    if(NOT out STREQUAL want)
+      file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/kbdemo_cpp_out.txt "${out}")
+      file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/kbdemo_c_out.txt "${want}")
+      message(FATAL_ERROR "'${shown}': the outputs differ (saved as kbdemo_c_out.txt and kbdemo_cpp_out.txt "
+        "in ${CMAKE_CURRENT_BINARY_DIR})")
+    endif()
+    string(MD5 sum "${out}")
+    message(STATUS "'${shown}': identical (md5 ${sum})")
+  endforeach()
 
 else()
   message(FATAL_ERROR "unknown MODE '${MODE}'")

@@ -716,18 +716,30 @@ static int observe(des_engine *e, int rank, kb_handle h)
     return 0;
 }
 
-int des_await(des_engine *e, kb_ctx *ctx, int rank, kb_handle h)
+/* KB_EINVAL for a bad rank, DES_EUNKNOWN for a foreign handle, else 0. */
+static int check_own(des_engine *e, int rank, kb_handle h, const char *fn)
 {
     if (e == NULL || rank < 0 || rank >= e->cfg.nranks)
         return KB_EINVAL;
     if (lookup(e, h) == NULL) {
-        set_error(e, "des_await: handle %llu was not created by this engine", (unsigned long long)h);
+        set_error(e, "%s: handle %llu was not created by this engine", fn, (unsigned long long)h);
         return DES_EUNKNOWN;
     }
-    int rc = kb_wait(ctx, h);
-    if (rc != 0)
-        return rc;
-    return observe(e, rank, h);
+    return 0;
+}
+
+int des_await(des_engine *e, kb_ctx *ctx, int rank, kb_handle h)
+{
+    int rc = check_own(e, rank, h, "des_await");
+    if (rc == 0)
+        rc = kb_wait(ctx, h);
+    return rc != 0 ? rc : observe(e, rank, h);
+}
+
+int des_observe(des_engine *e, int rank, kb_handle h)
+{
+    int rc = check_own(e, rank, h, "des_observe");
+    return rc != 0 ? rc : observe(e, rank, h);
 }
 
 int des_await_all(des_engine *e, kb_ctx *ctx, int rank, const kb_handle *hs, size_t n)

@@ -117,6 +117,11 @@ kb_handle des_allreduce_i64(des_engine *e, int rank, uint64_t wire_bytes, int64_
  *  code, DES_EUNKNOWN / DES_ESTATE, or KB_EINVAL for a bad rank. */
 int des_await(des_engine *e, kb_ctx *ctx, int rank, kb_handle h);
 
+/** For a handle the library says is completed (waited for through another
+ *  layer, e.g. kb::wait): move rank's local clock to the op's end if later.
+ *  0, DES_EUNKNOWN / DES_ESTATE, or KB_EINVAL for a bad rank. */
+int des_observe(des_engine *e, int rank, kb_handle h);
+
 /** Wait for all n handles in one round: every one not yet completed but the
  *  last is queued with kb_enqueue_wait and the last one waited for, so the
  *  same drain completes them all; then like des_await for each. */

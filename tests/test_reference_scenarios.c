@@ -3,8 +3,9 @@
  * (../shared/reference/oracle/scenarios, expected traces in oracle/expected)
  * ported to C: each must produce the expected trace line for line after the
  * normalisation documented in tests/support/fake_engine.h. The traces are
- * kept here (the build and the tests never read ../shared); refresh or check
- * them with /usr/bin/python3 tests/oracle/refresh.py.
+ * kept in tests/support/reference_traces.h (the build and the tests never
+ * read ../shared); refresh or check them with
+ * /usr/bin/python3 tests/oracle/refresh.py.
  *
  * "raise" in a scenario is kb_raise(code, message) in the plain tests; every
  * scenario also runs in RETURN cancel mode, where a cancelled rank sees
@@ -17,45 +18,11 @@
 #include <cmocka.h>
 
 #include "fake_engine.h"
+#include "reference_traces.h"
 
 /* ------------------------------------------------------------------------ */
 /* 02_nprocs4_yields3: nprocs=4, every rank yields 3 times (count via arg).  */
 /* ------------------------------------------------------------------------ */
-
-static const char *const expect_02 =
-    /* oracle: ref_scenarios.py::s_02_nprocs4_yields3 */
-    "spawn_begin nprocs=4\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "start 0\n"
-    "step 0 0\n"
-    "start 1\n"
-    "step 1 0\n"
-    "start 2\n"
-    "step 2 0\n"
-    "start 3\n"
-    "step 3 0\n"
-    "step 0 1\n"
-    "step 1 1\n"
-    "step 2 1\n"
-    "step 3 1\n"
-    "step 0 2\n"
-    "step 1 2\n"
-    "step 2 2\n"
-    "step 3 2\n"
-    "end 0\n"
-    "finally 0\n"
-    "end 1\n"
-    "finally 1\n"
-    "end 2\n"
-    "finally 2\n"
-    "end 3\n"
-    "finally 3\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[]\n"
-    "spawn_end\n";
 
 static int body_02(fe *f, int r, void *arg)
 {
@@ -96,61 +63,6 @@ static void test_ref_02_nprocs4_yields3_return_mode(void **state)
 /* duplicate handle is engine-waited once, a completed handle is fast.      */
 /* ------------------------------------------------------------------------ */
 
-static const char *const expect_04 =
-    /* oracle: ref_scenarios.py::s_04_worker_waits_fifo */
-    "spawn_begin nprocs=4\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "start 0\n"
-    "step 0 0\n"
-    "wait_enqueue 0 h:40\n"
-    "start 1\n"
-    "step 1 0\n"
-    "wait_enqueue 1 h:30\n"
-    "start 2\n"
-    "step 2 0\n"
-    "wait_enqueue 2 h:20\n"
-    "start 3\n"
-    "step 3 0\n"
-    "wait_enqueue 3 h:10\n"
-    "engine_wait h:40\n"
-    "engine_wait h:30\n"
-    "engine_wait h:20\n"
-    "engine_wait h:10\n"
-    "wait_done 0 h:40\n"
-    "step 0 1\n"
-    "wait_done 1 h:30\n"
-    "step 1 1\n"
-    "wait_enqueue 1 h:7\n"
-    "wait_done 2 h:20\n"
-    "step 2 1\n"
-    "wait_enqueue 2 h:shared\n"
-    "wait_done 3 h:10\n"
-    "step 3 1\n"
-    "wait_enqueue 3 h:shared\n"
-    "engine_wait h:7\n"
-    "engine_wait h:shared\n"
-    "step 0 2\n"
-    "wait_fast 0 h:10\n"
-    "end 0\n"
-    "finally 0\n"
-    "wait_done 1 h:7\n"
-    "end 1\n"
-    "finally 1\n"
-    "wait_done 2 h:shared\n"
-    "end 2\n"
-    "finally 2\n"
-    "wait_done 3 h:shared\n"
-    "step 3 2\n"
-    "end 3\n"
-    "finally 3\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] "
-    "completed=[h:10,h:20,h:30,h:40,h:7,h:shared]\n"
-    "spawn_end\n";
-
 static const fe_act p04_0[] = {FE_W("h:40"), FE_Y, FE_W("h:10"), FE_END};
 static const fe_act p04_1[] = {FE_W("h:30"), FE_W("h:7"), FE_END};
 static const fe_act p04_2[] = {FE_W("h:20"), FE_W("h:shared"), FE_END};
@@ -181,60 +93,6 @@ static void test_ref_04_worker_waits_fifo_return_mode(void **state)
 /* 06_allreduce4: all_reduce across 4 ranks in one round, two more steps.   */
 /* ------------------------------------------------------------------------ */
 
-static const char *const expect_06 =
-    /* oracle: ref_scenarios.py::s_06_allreduce4 */
-    "spawn_begin nprocs=4\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "start 0\n"
-    "step 0 0\n"
-    "start 1\n"
-    "step 1 0\n"
-    "start 2\n"
-    "step 2 0\n"
-    "start 3\n"
-    "step 3 0\n"
-    "step 0 1\n"
-    "coll_arrive 0 ar0 n=1/4\n"
-    "step 1 1\n"
-    "coll_arrive 1 ar0 n=2/4\n"
-    "step 2 1\n"
-    "coll_arrive 2 ar0 n=3/4\n"
-    "step 3 1\n"
-    "coll_arrive 3 ar0 n=4/4\n"
-    "coll_issue 3 coll:ar0 sip=0\n"
-    "wait_enqueue 3 coll:ar0\n"
-    "engine_wait coll:ar0\n"
-    "wait_fast 0 coll:ar0\n"
-    "coll_done 0 ar0 result=10\n"
-    "step 0 2\n"
-    "wait_fast 1 coll:ar0\n"
-    "coll_done 1 ar0 result=10\n"
-    "step 1 2\n"
-    "wait_fast 2 coll:ar0\n"
-    "coll_done 2 ar0 result=10\n"
-    "step 2 2\n"
-    "wait_done 3 coll:ar0\n"
-    "coll_done 3 ar0 result=10\n"
-    "step 3 2\n"
-    "step 0 3\n"
-    "step 1 3\n"
-    "step 2 3\n"
-    "step 3 3\n"
-    "end 0\n"
-    "finally 0\n"
-    "end 1\n"
-    "finally 1\n"
-    "end 2\n"
-    "finally 2\n"
-    "end 3\n"
-    "finally 3\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[coll:ar0]\n"
-    "spawn_end\n";
-
 static const fe_act p06[] = {FE_Y, FE_AR("ar0", 4), FE_Y, FE_Y, FE_END};
 static const fe_act *const plans_06[] = {p06, p06, p06, p06};
 
@@ -262,44 +120,6 @@ static void test_ref_06_allreduce4_return_mode(void **state)
 /* 09_rank2_raises_step2: rank 2 raises in its 2nd step while rank 0 is     */
 /* parked in a 2-rank collective and rank 1 has enqueued its wait.          */
 /* ------------------------------------------------------------------------ */
-
-static const char *const expect_09 =
-    /* oracle: ref_scenarios.py::s_09_rank2_raises_step2 */
-    "spawn_begin nprocs=4\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "start 0\n"
-    "step 0 0\n"
-    "start 1\n"
-    "step 1 0\n"
-    "start 2\n"
-    "step 2 0\n"
-    "start 3\n"
-    "step 3 0\n"
-    "step 0 1\n"
-    "coll_arrive 0 g01 n=1/2\n"
-    "step 1 1\n"
-    "coll_arrive 1 g01 n=2/2\n"
-    "coll_issue 1 coll:g01 sip=0\n"
-    "wait_enqueue 1 coll:g01\n"
-    "step 2 1\n"
-    "unwind 2 raise\n"
-    "finally 2\n"
-    "unwind 0 cancel\n"
-    "finally 0\n"
-    "unwind 1 cancel\n"
-    "finally 1\n"
-    "unwind 3 cancel\n"
-    "finally 3\n"
-    "barrier_reset pending_worker=[coll:g01] pending_coll=[coll:g01]\n"
-    "spawn_raised KB_ESPAWN\n"
-    "error ranks=[2] first=2 code=1\n"
-    "error_entry 2 code=1 msg=rank 2 boom at step 1\n"
-    "error_msg spawn failed on ranks [2]: rank 2 raised code 1: rank 2 boom at step 1\n"
-    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[]\n"
-    "spawn_end\n";
 
 static const fe_act p09_01[] = {FE_Y, FE_AR("g01", 2), FE_Y, FE_END};
 static const fe_act p09_2[] = {FE_Y, FE_RAISE(1, "rank 2 boom at step 1"), FE_END};
@@ -330,25 +150,6 @@ static void test_ref_09_rank2_raises_step2_return_mode(void **state)
 /* ------------------------------------------------------------------------ */
 /* 10_rank0_raises_before_yield: later ranks have not started yet.          */
 /* ------------------------------------------------------------------------ */
-
-static const char *const expect_10 =
-    /* oracle: ref_scenarios.py::s_10_rank0_raises_before_yield */
-    "spawn_begin nprocs=4\n"
-    "bind 0\n"
-    "bind 1\n"
-    "bind 2\n"
-    "bind 3\n"
-    "start 0\n"
-    "step 0 0\n"
-    "unwind 0 raise\n"
-    "finally 0\n"
-    "barrier_reset pending_worker=[] pending_coll=[]\n"
-    "spawn_raised KB_ESPAWN\n"
-    "error ranks=[0] first=0 code=1\n"
-    "error_entry 0 code=1 msg=rank 0 boom before first yield\n"
-    "error_msg spawn failed on ranks [0]: rank 0 raised code 1: rank 0 boom before first yield\n"
-    "post ranks=[dead,dead,dead,dead] pending_worker=[] pending_coll=[] completed=[]\n"
-    "spawn_end\n";
 
 static const fe_act p10_0[] = {FE_RAISE(1, "rank 0 boom before first yield"), FE_END};
 static const fe_act p10_n[] = {FE_Y, FE_Y, FE_END};
@@ -384,23 +185,6 @@ static void test_ref_10_rank0_raises_before_yield_return_mode(void **state)
 /* 24_drain_after_last_round: rank 0 enqueues a handle (non-blocking) and   */
 /* returns; rank 1 returns at once; the drain after the last round waits.   */
 /* ------------------------------------------------------------------------ */
-
-static const char *const expect_24 =
-    /* oracle: ref_scenarios.py::s_24_drain_after_last_round */
-    "spawn_begin nprocs=2\n"
-    "bind 0\n"
-    "bind 1\n"
-    "start 0\n"
-    "step 0 0\n"
-    "end 0\n"
-    "finally 0\n"
-    "start 1\n"
-    "end 1\n"
-    "finally 1\n"
-    "engine_wait late:0\n"
-    "spawn_return 0\n"
-    "post ranks=[dead,dead] pending_worker=[] pending_coll=[] completed=[late:0]\n"
-    "spawn_end\n";
 
 static const fe_act p24_0[] = {FE_ENQ("late:0"), FE_END};
 static const fe_act p24_1[] = {FE_END};

@@ -2,7 +2,8 @@
 # (after its own targets, so `all` stays the default goal); uses its BUILD,
 # JOBS, CMAKE_FLAGS and its deps/build targets.
 #
-#   make tsan      library + whole suite with -fsanitize=thread (clang) in
+#   make tsan      library + whole suite (C and C++) with -fsanitize=thread
+#                  (clang, clang++) in
 #                  $(TSAN_BUILD); ctest without the valgrind label and the
 #                  packaging tests; any report fails the test that made it
 #   make asan      the same with -fsanitize=address,undefined in $(ASAN_BUILD)
@@ -15,6 +16,7 @@
 TSAN_BUILD ?= build-tsan
 ASAN_BUILD ?= build-asan
 SAN_CC     ?= clang
+SAN_CXX    ?= clang++
 SAN_BUILD_TYPE ?= RelWithDebInfo
 
 KB_TSAN_SUPPRESSIONS := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))suppressions.txt)
@@ -38,14 +40,14 @@ TSAN_CTEST_EXCLUDE := -LE valgrind -E '^(packaging_|test_rel_signals$$)'
 .PHONY: tsan asan helgrind drd
 
 tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -DCMAKE_C_COMPILER=$(SAN_CC) -DCMAKE_BUILD_TYPE=$(SAN_BUILD_TYPE) \
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_C_COMPILER=$(SAN_CC) -DCMAKE_CXX_COMPILER=$(SAN_CXX) -DCMAKE_BUILD_TYPE=$(SAN_BUILD_TYPE) \
 	      -DKB_SANITIZE=thread -DKB_VALGRIND_TESTS=OFF -DKB_BUILD_TESTS=ON -DKB_BUILD_EXAMPLES=ON $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="$(strip $(TSAN_RUN_OPTIONS))" \
 	  ctest --output-on-failure --no-tests=error -j $(JOBS) $(TSAN_CTEST_EXCLUDE)
 
 asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_C_COMPILER=$(SAN_CC) -DCMAKE_BUILD_TYPE=$(SAN_BUILD_TYPE) \
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_C_COMPILER=$(SAN_CC) -DCMAKE_CXX_COMPILER=$(SAN_CXX) -DCMAKE_BUILD_TYPE=$(SAN_BUILD_TYPE) \
 	      -DKB_SANITIZE=address,undefined -DKB_VALGRIND_TESTS=OFF -DKB_BUILD_TESTS=ON -DKB_BUILD_EXAMPLES=ON $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS="$(strip $(ASAN_RUN_OPTIONS))" \

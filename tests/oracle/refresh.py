@@ -1,6 +1,7 @@
 """Check or rewrite the oracle-derived expected traces kept inline in C tests.
 
-In tests/test_reference_*.c and tests/test_semantics_*.c, a comment line
+In tests/test_reference_*.c, tests/test_semantics_*.c and
+tests/support/reference_traces.h (shared with the C++ tests), a comment line
 
     /* oracle: sem_drain.py::s_phase_a_fifo */
 
@@ -43,7 +44,8 @@ def main():
     write = "--write" in sys.argv
     bad = 0
     for path in sorted(glob.glob(os.path.join(TESTS, "test_reference_*.c")) +
-                       glob.glob(os.path.join(TESTS, "test_semantics_*.c"))):
+                       glob.glob(os.path.join(TESTS, "test_semantics_*.c")) +
+                       [os.path.join(TESTS, "support", "reference_traces.h")]):
         lines = open(path).read().split("\n")
         out = []
         i = 0

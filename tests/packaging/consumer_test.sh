@@ -1,7 +1,7 @@
 #!/bin/sh
 # Build and run the consumer programs against libkbthreads three ways:
-#   install  -> pkg-config (C and C++, shared; C static)
-#   install  -> find_package(kbthreads) (C, C++, and C static)
+#   install  -> pkg-config (C, C++ and the C++ layer, shared; C static)
+#   install  -> find_package(kbthreads) (C, C++, the C++ layer, and C static)
 #   add_subdirectory of the source tree
 # usage: consumer_test.sh MODE SOURCE_DIR BUILD_DIR   (MODE: pkgconfig|package|subdirectory)
 set -eu
@@ -15,7 +15,7 @@ install_tree() {
     cmake --install "$build" --prefix "$prefix" >/dev/null
     pc=$(find "$prefix" -name kbthreads.pc)
     [ -n "$pc" ] || { echo "no kbthreads.pc installed"; exit 1; }
-    for f in include/kbthreads.h; do [ -f "$prefix/$f" ] || { echo "missing $f"; exit 1; }; done
+    for f in include/kbthreads.h include/kbthreads.hpp; do [ -f "$prefix/$f" ] || { echo "missing $f"; exit 1; }; done
     ls "$prefix"/lib*/libkbthreads.so.0 "$prefix"/lib*/*/libkbthreads.so.0 2>/dev/null | grep -q . \
         || { echo "no libkbthreads.so.0 (SONAME link) installed"; exit 1; }
     find "$prefix/share/gdb/auto-load" -name 'libkbthreads.so.*-gdb.py' | grep -q . \
@@ -31,22 +31,24 @@ pkgconfig)
         || { echo "pkg-config version differs from the header"; exit 1; }
     cc -std=c11 -Wall -Wextra -Werror "$here/consumer/consumer.c" -o "$tmp/c" \
         $(pkg-config --cflags --libs kbthreads) -Wl,-rpath,"$libdir"
-    c++ -std=c++17 -Wall -Wextra -Werror "$here/consumer/consumer.cpp" -o "$tmp/cxx" \
-        $(pkg-config --cflags --libs kbthreads) -Wl,-rpath,"$libdir"
+    for prog in consumer consumer_hpp; do
+        c++ -std=c++17 -Wall -Wextra -Werror "$here/consumer/$prog.cpp" -o "$tmp/$prog" \
+            $(pkg-config --cflags --libs kbthreads) -Wl,-rpath,"$libdir"
+    done
     cc -std=c11 -Wall -Wextra -Werror "$here/consumer/consumer.c" -o "$tmp/c_static" \
         $(pkg-config --cflags kbthreads) "$libdir/libkbthreads.a" $(pkg-config --static --libs-only-l --libs-only-other kbthreads | sed 's/-lkbthreads//')
-    "$tmp/c" && "$tmp/cxx" && "$tmp/c_static"
+    "$tmp/c" && "$tmp/consumer" && "$tmp/consumer_hpp" && "$tmp/c_static"
     ;;
 package)
     install_tree
     cmake -S "$here/consumer" -B "$tmp/b" -DKB_MODE=package -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
     cmake --build "$tmp/b" >/dev/null
-    "$tmp/b/consumer_c" && "$tmp/b/consumer_cxx" && "$tmp/b/consumer_c_static"
+    "$tmp/b/consumer_c" && "$tmp/b/consumer_cxx" && "$tmp/b/consumer_hpp" && "$tmp/b/consumer_c_static"
     ;;
 subdirectory)
     cmake -S "$here/consumer" -B "$tmp/b" -DKB_MODE=subdirectory -DKB_SOURCE_DIR="$src" >/dev/null
     cmake --build "$tmp/b" >/dev/null
-    "$tmp/b/consumer_c" && "$tmp/b/consumer_cxx"
+    "$tmp/b/consumer_c" && "$tmp/b/consumer_cxx" && "$tmp/b/consumer_hpp"
     ;;
 *)
     echo "unknown mode $mode"; exit 2 ;;
