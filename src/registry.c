@@ -18,9 +18,12 @@ struct kb_run *kb_live_runs;
  * another process compares it before and after it walks the list. */
 uint64_t kb_live_runs_gen;
 
-/* A program linked with the static library gets debug_offsets.o (and the
- * descriptor) only if something it links refers to it: this does. */
-__attribute__((used)) static const struct kb_debug_offsets *const kb_keep_descriptor = &kb_debug_offsets;
+/* A program linked with the static library gets debug_offsets.o (the
+ * descriptor) and the embedded gdb script (gdb/embed_gdb_script.cmake) only
+ * if something it links refers to them: this does. */
+extern const char kb_gdb_script_embedded;
+__attribute__((used)) static const void *const kb_keep_for_debuggers[] = {&kb_debug_offsets,
+                                                                          &kb_gdb_script_embedded};
 
 static void gen_bump(void)
 {
