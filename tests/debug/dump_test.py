@@ -32,16 +32,9 @@ import subprocess
 import sys
 import tempfile
 
-SKIP = 77
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, what, context=""):
-    if not cond:
-        raise Failure(what + ("\n--- output ---\n" + context if context else ""))
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gdb_test import SKIP, Failure, check  # noqa: E402  (the same helpers as the gdb test)
 
 
 class Target(object):

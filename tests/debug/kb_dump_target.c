@@ -15,21 +15,14 @@
  * every result.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "kbthreads.h"
 
-#define CHECK(cond)                                                                                          \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            fprintf(stderr, "kb_dump_target: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);         \
-            return 1;                                                                                        \
-        }                                                                                                    \
-    } while (0)
+#define KBT_TARGET "kb_dump_target"
+#include "debug_target.h"
 
 /* The helper thread's requests: a spawn on its own ctx per request. */
 static pthread_mutex_t helper_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -73,34 +66,11 @@ static void helper_spawn_and_wait(void)
     pthread_mutex_unlock(&helper_lock);
 }
 
-/* How many threads of this process are named kb-rank-<n>. */
-static int named_rank_threads(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        char path[300], name[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = e->d_name[0] == '.' ? NULL : fopen(path, "r");
-        if (!f)
-            continue;
-        if (fgets(name, sizeof name, f) && strncmp(name, "kb-rank-", 8) == 0)
-            n++;
-        fclose(f);
-    }
-    closedir(d);
-    return n;
-}
-
 /* Rank 3, holding the baton: wait for the names (a thread names itself
  * when it first runs), say so, then obey the commands. */
 static void hold_the_baton(int nthreads)
 {
-    for (int i = 0; i < 1000 && named_rank_threads() < nthreads; i++)
-        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    wait_for_names(nthreads);
     printf("ready\n");
     fflush(stdout);
     char line[64];
@@ -128,18 +98,6 @@ static int spawn_a_rank(int rank, void *arg)
         hold_the_baton(4 + 2);
         return 0;
     }
-}
-
-static int pc_rank(int rank, void *arg)
-{
-    (void)rank;
-    (void)arg;
-    for (int i = 0; i < 3; i++) {
-        int rc = kb_yield();
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
 }
 
 int main(void)
