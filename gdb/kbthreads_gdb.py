@@ -418,7 +418,7 @@ def _kb_debug_info_layout():
 def _kb_symbol_addresses(name):
     """Addresses of the variable name in every objfile that has it (the
     shared library, or a static copy linked into the program), once each:
-    from the debug info, and from the ELF symbol tables."""
+    from the debug info, else from the ELF symbol tables."""
     out = []
     for objfile in gdb.objfiles():
         for lookup in ("lookup_global_symbol", "lookup_static_symbol"):
@@ -431,6 +431,9 @@ def _kb_symbol_addresses(name):
                 addr = int(sym.value().address)
                 if addr not in out:
                     out.append(addr)
+    if out:
+        return out
+    # (only then: without debug info, a search of every ELF symbol table)
     try:
         text = gdb.execute("info variables -q ^%s$" % name, to_string=True)
     except gdb.error:
