@@ -9,9 +9,6 @@ DEMO_ARGS ?=
 
 DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-pytest gdb
 
-# gdb's py-bt, which the Python binding's gdb test needs (it skips without it).
-DEB_PACKAGES += python3-dbg
-
 .PHONY: all deps build demo test test-fast docs format format-check install clean help
 
 PREFIX ?= /usr/local
@@ -36,6 +33,9 @@ help:
 	@echo "make install    install under PREFIX (default /usr/local)"
 	@echo "make format-check / make format   clang-format check / rewrite"
 	@echo "make clean      remove $(BUILD)/"
+
+# gdb's py-bt, which the Python binding's gdb test needs (it skips without it).
+DEB_PACKAGES += python3-dbg
 
 deps:
 	@missing=""; \
