@@ -34,9 +34,6 @@ help:
 	@echo "make format-check / make format   clang-format check / rewrite"
 	@echo "make clean      remove $(BUILD)/"
 
-# gdb's py-bt, which the Python binding's gdb test needs (it skips without it).
-DEB_PACKAGES += python3-dbg
-
 deps:
 	@missing=""; \
 	for p in $(DEB_PACKAGES); do \
@@ -50,6 +47,9 @@ deps:
 	    echo "missing Debian packages; run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
 	  fi; \
 	fi
+
+# gdb's py-bt, which the Python binding's gdb test needs (it skips without it).
+DEB_PACKAGES += python3-dbg
 
 $(BUILD)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD) -DKB_VALGRIND_TESTS=ON -DKB_BUILD_TESTS=ON -DKB_BUILD_EXAMPLES=ON $(CMAKE_FLAGS)
