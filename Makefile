@@ -24,6 +24,8 @@ help:
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
 	@echo "make test-fast  the suite without the Valgrind and sanitizer passes"
 	@echo "make tsan | asan | helgrind | drd   one of those passes"
+	@echo "make test-release  the suite without Valgrind in a Release build (part of make test);"
+	@echo "                make test-build-types: in Debug, Release, RelWithDebInfo and MinSizeRel builds"
 	@echo "make soak       10^7 handoffs, 4096 ranks, 10^4 spawn/fail cycles (minutes)"
 	@echo "make fuzz-long  10^5 random programs on the library and on the model"
 	@echo "make fuzz       the libFuzzer entry point for FUZZ_TIME seconds"
@@ -51,6 +53,9 @@ deps:
 	  fi; \
 	fi
 
+# gdb's py-bt, which the Python binding's gdb test needs (it skips without it).
+DEB_PACKAGES += python3-dbg
+
 $(BUILD)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD) -DKB_VALGRIND_TESTS=ON -DKB_BUILD_TESTS=ON -DKB_BUILD_EXAMPLES=ON $(CMAKE_FLAGS)
 
@@ -68,12 +73,14 @@ test-fast: build
 
 # The whole suite: format, API docs, ctest (with gdb, pytest, packaging,
 # reliability), the same programs under Valgrind memcheck, Helgrind and DRD,
-# the ThreadSanitizer and AddressSanitizer+UBSan builds (tsan/tsan.mk), and
-# a seconds-long benchmark smoke run (no time is asserted).
+# the ThreadSanitizer and AddressSanitizer+UBSan builds (tsan/tsan.mk), the
+# suite without Valgrind in a Release build (tests/build-types.mk), and a
+# seconds-long benchmark smoke run (no time is asserted).
 test: build format-check docs
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L valgrind
 	$(MAKE) tsan asan
+	$(MAKE) test-release
 	$(MAKE) bench-smoke
 
 docs: build
@@ -99,3 +106,6 @@ include tests/reliability/reliability.mk
 
 # make bench / bench-smoke / bench-report
 include bench/bench.mk
+
+# make test-release / test-build-types
+include tests/build-types.mk

@@ -41,3 +41,8 @@ install(CODE "
     \"\${_kb_dir}/libkbthreads.so.${PROJECT_VERSION}-gdb.py\" COPYONLY)
   message(STATUS \"Installing: \${_kb_dir}/libkbthreads.so.${PROJECT_VERSION}-gdb.py\")
 ")
+
+# kbthreads-dump (tools/), and the gdb extension once more where it imports
+# it from (<bindir>/../share/kbthreads/kbthreads_gdb.py).
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/kbthreads-dump DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/gdb/kbthreads_gdb.py DESTINATION share/kbthreads)

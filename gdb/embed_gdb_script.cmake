@@ -32,6 +32,9 @@ __asm__(\".pushsection \\\".debug_gdb_scripts\\\", \\\"MS\\\", @progbits, 1\\n\"
         \".byte ${_lines}\\n\"
         \".byte 0\\n\"
         \".popsection\\n\");
+/* Referred to by src/registry.c, so a program linked with the static
+ * library gets this object, and the section, too. */
+const char kb_gdb_script_embedded = 1;
 ")
 # Rewrite only when the text changed (no needless relinks).
 if(EXISTS ${OUT})

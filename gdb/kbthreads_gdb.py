@@ -5,96 +5,476 @@
 # <objfile>-gdb.py in gdb's auto-load directory) when gdb's auto-load
 # safe-path allows it. See docs/debugging.md.
 #
-# Everything is read from the inferior's memory through gdb.Value, starting
-# at the library's registry of live runs (kb_live_runs in src/registry.c, a
-# hidden symbol that the debug info still describes). Field names and enum
-# values follow src/run.h, src/ctx.h and src/queue.h; keep them in step.
+# Everything is read as raw memory, starting at the library's registry of
+# live runs (kb_live_runs in src/registry.c), with a layout (where each field
+# is, and its size) taken from one of two places:
+#   - the debug info, when the library has it (struct kb_run and friends);
+#   - otherwise the library's debug descriptor, kb_debug_offsets
+#     (src/debug_offsets.h), an exported table that survives stripping.
+# Both go through the same code, so the commands print the same thing either
+# way. Field names and enum values follow src/run.h, src/ctx.h, src/queue.h
+# and src/worker.h; a descriptor of another version is refused.
 #
 # This file must stay self-contained (no imports beyond the standard library
 # and gdb, no use of __file__): it is also embedded verbatim in the library.
+# Outside gdb (no `gdb` module) it defines only the part that reads memory
+# through a function given to it: tools/kbthreads-dump imports it for that.
 
-import gdb
+import re
+import struct
 
-# enum kb_rank_state, enum kb_susp, enum kb_stop (src/run.h)
+try:
+    import gdb
+except ImportError:
+    gdb = None
+
+# enum kb_rank_state, enum kb_susp, enum kb_stop (src/run.h), kb_cancel_mode
 _KB_RS_NEW, _KB_RS_STARTED, _KB_RS_FINISHED = 0, 1, 2
 _KB_SUSP_NONE, _KB_SUSP_YIELD, _KB_SUSP_WAIT, _KB_SUSP_BARRIER = 0, 1, 2, 3
 _KB_STOP_FAILED = 2
 _KB_DRIVER = -1
 _KB_CANCEL_MODES = {0: "UNWIND", 1: "RETURN"}
+# The descriptor's value.* entries this reader relies on.
+_KB_VALUES = {
+    "KB_DRIVER": _KB_DRIVER, "KB_RS_NEW": _KB_RS_NEW, "KB_RS_STARTED": _KB_RS_STARTED,
+    "KB_RS_FINISHED": _KB_RS_FINISHED, "KB_SUSP_NONE": _KB_SUSP_NONE, "KB_SUSP_YIELD": _KB_SUSP_YIELD,
+    "KB_SUSP_WAIT": _KB_SUSP_WAIT, "KB_SUSP_BARRIER": _KB_SUSP_BARRIER, "KB_STOP_FAILED": _KB_STOP_FAILED,
+    "KB_CANCEL_UNWIND": 0, "KB_CANCEL_RETURN": 1,
+}
 # How many elements of one queue `kb queues` prints at most.
 _KB_QUEUE_PRINT_MAX = 200
+# Sanity bounds: more than this is a corrupt (or changing) structure.
+_KB_MAX_RANKS = 1 << 24
+_KB_MAX_RUNS = 100000
+
+# The descriptor's header (src/debug_offsets.h): magic, version,
+# header_size, field_size, nfields, pointer_size, reserved, live_runs,
+# live_runs_gen; then nfields entries of a 24-byte name, offset and size.
+KB_DEBUG_MAGIC = b"kbdebug\0"
+KB_DEBUG_VERSION = 1
+_KB_DEBUG_HEADER = struct.Struct("<8sIIIIIIQQ")
+_KB_DEBUG_ENTRY = struct.Struct("<24sII")
+
+# What the readers use: (kind, C type for the debug info, fields).
+_KB_STRUCTS = (
+    ("run", "struct kb_run", ("ctx", "nprocs", "ranks", "holder", "nlive", "cancel_mode", "stop", "failed",
+                              "errors", "nerrors", "drain_code", "drain_handle", "driver_tid", "handoffs",
+                              "reg_next")),
+    ("rank", "struct kb_rank", ("w", "index", "state", "cancelled", "unwinding", "recorded", "susp",
+                                "susp_handle", "tid")),
+    ("worker", "struct kb_worker", ("thread", "tid", "next")),
+    ("ctx", "struct kb_ctx", ("owner", "waits", "colls", "pool")),
+    ("queue", "struct kb_queue", ("buf", "elem", "cap", "head", "len")),
+    ("collective", "kb_collective", ("handle", "sip_id", "meta")),
+    ("rank_error", "kb_rank_error", ("rank", "code", "message")),
+    ("handle", "kb_handle", ()),
+)
 
 
-class _KbError(Exception):
+class KbError(Exception):
     """A problem worth one line to the user (not a Python traceback)."""
 
 
-def _kb_field(value, name, default=None):
-    """value[name], or default when this build's struct has no such field."""
-    try:
-        return value[name]
-    except gdb.error:
+class KbLayout(object):
+    """Offset and size of each field the readers use ("run.nprocs"), and the
+    size of each struct ("run"); source says where they came from."""
+
+    def __init__(self, entries, source):
+        self.entries = entries
+        self.source = source
+
+    def size(self, kind):
+        if kind not in self.entries:
+            raise KbError("kb: the %s layout has no struct %s" % (self.source, kind))
+        return self.entries[kind][1]
+
+
+def _kb_signed32(v):
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def kb_parse_descriptor(read, addr):
+    """(layout, address of kb_live_runs, address of kb_live_runs_gen) from the
+    descriptor at addr. read(addr, n) returns n bytes of the inferior."""
+    head = read(addr, _KB_DEBUG_HEADER.size)
+    magic, version, header_size, field_size, nfields, psize, _, live, gen = _KB_DEBUG_HEADER.unpack(head)
+    if magic != KB_DEBUG_MAGIC:
+        raise KbError("kb: no libkbthreads debug descriptor at 0x%x (wrong magic)" % addr)
+    if version != KB_DEBUG_VERSION:
+        raise KbError("kb: the libkbthreads debug descriptor at 0x%x is version %d, but this reader knows "
+                      "version %d only; use the gdb/kbthreads_gdb.py and kbthreads-dump that came with that "
+                      "library" % (addr, version, KB_DEBUG_VERSION))
+    if (psize != 8 or header_size < _KB_DEBUG_HEADER.size or field_size < _KB_DEBUG_ENTRY.size
+            or not 0 < nfields <= 4096):
+        raise KbError("kb: the libkbthreads debug descriptor at 0x%x looks corrupt (pointer size %d, "
+                      "%d entries of %d bytes)" % (addr, psize, nfields, field_size))
+    data = read(addr + header_size, nfields * field_size)
+    entries, values = {}, {}
+    for i in range(nfields):
+        raw, offset, size = _KB_DEBUG_ENTRY.unpack_from(data, i * field_size)
+        name = raw.split(b"\0", 1)[0].decode("ascii", "replace")
+        if name.startswith("value."):
+            values[name[len("value."):]] = _kb_signed32(offset)
+        else:
+            entries[name] = (offset, size)
+    for name, want in sorted(_KB_VALUES.items()):
+        if values.get(name) != want:
+            raise KbError("kb: the libkbthreads debug descriptor at 0x%x gives %s = %s, but this reader "
+                          "expects %d; use the gdb/kbthreads_gdb.py and kbthreads-dump that came with that "
+                          "library" % (addr, name, values.get(name, "nothing"), want))
+    for kind, _, fields in _KB_STRUCTS:
+        for name in (kind,) + tuple(kind + "." + f for f in fields):
+            if name not in entries:
+                raise KbError("kb: the libkbthreads debug descriptor at 0x%x has no entry %s" % (addr, name))
+    return KbLayout(entries, "descriptor"), live, gen
+
+
+class KbStruct(object):
+    """One struct's bytes, read from the inferior, read by field name."""
+
+    def __init__(self, layout, kind, addr, data):
+        self.layout, self.kind, self.addr, self.data = layout, kind, addr, data
+
+    def get(self, field, default=0):
+        entry = self.layout.entries.get(self.kind + "." + field)
+        if entry is None:
+            return default
+        offset, size = entry
+        if offset + size > len(self.data):
+            return default
+        if size == 4:
+            return struct.unpack_from("<i", self.data, offset)[0]
+        if size == 8:
+            return struct.unpack_from("<Q", self.data, offset)[0]
         return default
 
+    def sub(self, field, kind):
+        """An embedded struct (ctx.waits is a struct kb_queue)."""
+        offset, size = self.layout.entries[self.kind + "." + field]
+        return KbStruct(self.layout, kind, self.addr + offset, self.data[offset:offset + size])
 
-def _kb_int(value, name, default=0):
-    v = _kb_field(value, name)
-    return default if v is None else int(v)
+
+class KbRun(object):
+    """A snapshot of one struct kb_run: the run, its ranks, its ctx, its
+    failures (rank -> (code, message)) and its ctx's pooled workers."""
+
+    def __init__(self, run, ranks, ctx, errors, pool, reader):
+        self.run, self.ranks, self.ctx, self.errors, self.pool = run, ranks, ctx, errors, pool
+        self.addr = run.addr
+        self.nprocs = run.get("nprocs")
+        self.holder = run.get("holder", _KB_DRIVER)
+        self._reader = reader
+
+    def thread_ids(self, index):
+        """(LWP, pthread_t) of the thread running rank index, as far as known.
+
+        rk.tid is written by the rank's thread when the rank starts; before
+        that the worker's own tid (rk.w->tid) is used. The pthread_t is only
+        a fallback for a thread that has not written any tid yet: a thread
+        that ended has its tid set but no longer exists, and its pthread_t
+        may have been reused by a new thread."""
+        rk = self.ranks[index]
+        tid, handle = rk.get("tid"), 0
+        w = rk.get("w")
+        if not tid and w:
+            wv = self._reader.struct("worker", w)
+            tid, handle = wv.get("tid"), wv.get("thread")
+        return tid, handle
 
 
-def _kb_registry_values():
-    """The kb_live_runs variables of every loaded copy of the library (the
-    shared library, or a static copy linked into the program), once each."""
-    values, seen = [], set()
+class KbReader(object):
+    """Reads the scheduler's state through read(addr, n) -> bytes with a
+    layout; every fault becomes a KbError."""
+
+    def __init__(self, read, layout):
+        self.read, self.layout = read, layout
+
+    def bytes(self, addr, n):
+        if addr == 0:
+            raise KbError("kb: a NULL pointer where a %d-byte object was expected" % n)
+        return self.read(addr, n)
+
+    def struct(self, kind, addr):
+        return KbStruct(self.layout, kind, addr, self.bytes(addr, self.layout.size(kind)))
+
+    def array(self, kind, addr, n):
+        size = self.layout.size(kind)
+        data = self.bytes(addr, size * n) if n else b""
+        return [KbStruct(self.layout, kind, addr + i * size, data[i * size:(i + 1) * size]) for i in range(n)]
+
+    def pointer(self, addr):
+        return struct.unpack("<Q", self.bytes(addr, 8))[0]
+
+    def string(self, addr, limit=200):
+        """The NUL-terminated string at addr, at most limit bytes of it."""
+        if addr == 0:
+            return ""
+        data = b""
+        try:
+            while len(data) < limit:
+                chunk = self.read(addr + len(data), 16)
+                end = chunk.find(b"\0")
+                if end >= 0:
+                    data += chunk[:end]
+                    break
+                data += chunk
+        except KbError:
+            if not data:
+                return "<unreadable>"
+        text = data[:limit].decode("utf-8", "replace")
+        return text + ("..." if len(data) >= limit else "")
+
+    def pool(self, ctx):
+        """The ctx's parked workers, oldest link first."""
+        out, w = [], ctx.get("pool")
+        while w and len(out) < _KB_MAX_RANKS:
+            wv = self.struct("worker", w)
+            out.append(wv)
+            w = wv.get("next")
+        return out
+
+    def errors(self, run):
+        out = {}
+        errors = run.get("errors")
+        n = min(run.get("nerrors"), max(run.get("nprocs"), 0))
+        if not errors or n <= 0:
+            return out
+        for e in self.array("rank_error", errors, n):
+            out[e.get("rank")] = (e.get("code"), self.string(e.get("message")))
+        return out
+
+    def run(self, addr):
+        run = self.struct("run", addr)
+        nprocs = run.get("nprocs")
+        if not 0 <= nprocs <= _KB_MAX_RANKS:
+            raise KbError("kb: run 0x%x looks corrupt (%d ranks)" % (addr, nprocs))
+        ranks = self.array("rank", run.get("ranks"), nprocs) if nprocs else []
+        ctx = self.struct("ctx", run.get("ctx"))
+        return KbRun(run, ranks, ctx, self.errors(run), self.pool(ctx), self)
+
+    def runs(self, head_addr):
+        """Every run in the registry whose head pointer is at head_addr."""
+        out, addr = [], self.pointer(head_addr)
+        while addr:
+            if len(out) >= _KB_MAX_RUNS:
+                raise KbError("kb: the registry of live runs looks corrupt (a cycle?)")
+            run = self.run(addr)
+            out.append(run)
+            addr = run.run.get("reg_next")
+        return out
+
+    def queue(self, q, kind):
+        """(length, [elements oldest first]) of a struct kb_queue ring; an
+        element is a kb_handle (int) or a KbStruct of kind."""
+        buf, cap, head, length, elem = (q.get(f) for f in ("buf", "cap", "head", "len", "elem"))
+        if length == 0:
+            return 0, []
+        if cap == 0 or cap & (cap - 1) or length > cap or head >= cap or buf == 0:
+            raise KbError("kb: queue at 0x%x looks corrupt (cap %d, head %d, len %d)" % (q.addr, cap, head, length))
+        want = self.layout.size(kind)
+        if elem != want:
+            raise KbError("kb: queue at 0x%x holds %d-byte elements, expected %d" % (q.addr, elem, want))
+        n = min(length, _KB_QUEUE_PRINT_MAX)
+        data = self.bytes(buf, cap * elem)
+        items = []
+        for i in range(n):
+            at = ((head + i) & (cap - 1)) * elem
+            if kind == "handle":
+                items.append(struct.unpack_from("<Q", data, at)[0])
+            else:
+                items.append(KbStruct(self.layout, kind, buf + at, data[at:at + elem]))
+        return length, items
+
+
+def kb_run_header(r):
+    """The first line of a run in `kb ranks` and kbthreads-dump."""
+    run = r.run
+    mode = _KB_CANCEL_MODES.get(run.get("cancel_mode"), "?")
+    flags = []
+    if run.get("failed"):
+        flags.append("failed")
+    elif run.get("stop") == _KB_STOP_FAILED:
+        flags.append("failing")
+    if run.get("drain_code"):
+        flags.append("drain failed with %d on handle %d" % (run.get("drain_code"), run.get("drain_handle")))
+    return ("run 0x%x: ctx 0x%x, %d ranks, %d live, cancel mode %s%s"
+            % (r.addr, run.get("ctx"), r.nprocs, run.get("nlive"), mode, ", " + ", ".join(flags) if flags else ""))
+
+
+def kb_rank_state(r, index):
+    """The state column of `kb ranks` (and kbthreads-dump) for rank index."""
+    rk = r.ranks[index]
+    state, cancelled, unwinding, recorded, susp = (
+        rk.get(f) for f in ("state", "cancelled", "unwinding", "recorded", "susp"))
+
+    def failure():
+        code, msg = r.errors.get(index, (None, ""))
+        if code is None:
+            return "failed"
+        return "failed (code %d%s)" % (code, ": " + msg if msg else "")
+
+    if state == _KB_RS_FINISHED:
+        if recorded:
+            return failure()
+        if cancelled:
+            return "cancelled"
+        return "finished"
+    if r.holder == index:
+        extra = []
+        if state == _KB_RS_NEW:
+            extra.append("starting")
+        if cancelled:
+            extra.append("unwinding after cancel" if unwinding else "cancelled")
+        elif unwinding:
+            extra.append("unwinding")
+        if recorded:
+            extra.append(failure())
+        return "running" + (" (" + ", ".join(extra) + ")" if extra else "")
+    if state == _KB_RS_NEW:
+        return "cancelled" if cancelled else "not started"
+    if cancelled:
+        return "cancelled (resuming)"
+    prefix = failure() + ", " if recorded else ""
+    if susp == _KB_SUSP_WAIT:
+        return prefix + "waiting on handle %d" % rk.get("susp_handle")
+    if susp == _KB_SUSP_BARRIER:
+        return prefix + "in barrier"
+    return prefix + "ready"
+
+
+def kb_driver_idle(r):
+    """A process context nobody is joining: no thread owns its ctx."""
+    return r.holder == _KB_DRIVER and r.ctx.get("owner") == 0
+
+
+def kb_waiters(runs):
+    """handle -> [ranks suspended in kb_wait on it]."""
+    out = {}
+    for r in runs:
+        for i, rk in enumerate(r.ranks):
+            if rk.get("state") == _KB_RS_STARTED and rk.get("susp") == _KB_SUSP_WAIT and r.holder != i:
+                out.setdefault(rk.get("susp_handle"), []).append(i)
+    return out
+
+
+def kb_queue_lines(reader, ctx_addr, runs):
+    """The lines `kb queues` prints for the ctx at ctx_addr."""
+    ctx = reader.struct("ctx", ctx_addr)
+    ctx_runs = [r for r in runs if r.run.get("ctx") == ctx_addr]
+    if ctx_runs:
+        about = ", ".join("run 0x%x, %d ranks" % (r.addr, r.nprocs) for r in ctx_runs)
+    else:
+        about = "no live spawn"
+    lines = ["ctx 0x%x (%s)" % (ctx_addr, about)]
+    waiters = kb_waiters(ctx_runs)
+
+    def who(h):
+        ranks = waiters.get(h)
+        if not ranks:
+            return ""
+        return "  <- rank%s %s waiting" % ("s" if len(ranks) > 1 else "", ", ".join(map(str, ranks)))
+
+    n, waits = reader.queue(ctx.sub("waits", "queue"), "handle")
+    lines.append("  pending worker waits: %d" % n)
+    lines += ["    [%d] handle %d%s" % (i, h, who(h)) for i, h in enumerate(waits)]
+    if n > len(waits):
+        lines.append("    ... %d more" % (n - len(waits)))
+    n, colls = reader.queue(ctx.sub("colls", "queue"), "collective")
+    lines.append("  pending collectives: %d" % n)
+    for i, c in enumerate(colls):
+        h = c.get("handle")
+        lines.append("    [%d] handle %d  sip_id %d  meta 0x%x%s" % (i, h, c.get("sip_id"), c.get("meta"), who(h)))
+    if n > len(colls):
+        lines.append("    ... %d more" % (n - len(colls)))
+    return lines
+
+
+# ---------------------------------------------------------------- gdb only
+
+def _kb_read(addr, n):
+    try:
+        return bytes(gdb.selected_inferior().read_memory(addr, n))
+    except (gdb.error, gdb.MemoryError) as e:
+        raise KbError("kb: cannot read the scheduler state at 0x%x: %s" % (addr, e))
+
+
+def _kb_debug_info_layout():
+    """The layout from the debug info, or None without it."""
+    entries = {}
+    for kind, ctype, fields in _KB_STRUCTS:
+        try:
+            t = gdb.lookup_type(ctype).strip_typedefs()
+        except gdb.error:
+            if kind == "run":
+                return None
+            continue
+        entries[kind] = (0, t.sizeof)
+        for f in t.fields() if fields else ():
+            if f.name in fields:
+                entries[kind + "." + f.name] = (f.bitpos // 8, f.type.sizeof)
+    return KbLayout(entries, "debug info")
+
+
+def _kb_symbol_addresses(name):
+    """Addresses of the variable name in every objfile that has it (the
+    shared library, or a static copy linked into the program), once each:
+    from the debug info, else from the ELF symbol tables."""
+    out = []
     for objfile in gdb.objfiles():
-        sym = None
         for lookup in ("lookup_global_symbol", "lookup_static_symbol"):
             fn = getattr(objfile, lookup, None)
-            if fn is not None and sym is None:
-                try:
-                    sym = fn("kb_live_runs")
-                except gdb.error:
-                    sym = None
-        if sym is None:
-            continue
-        value = sym.value()
-        addr = int(value.address)
-        if addr not in seen:
-            seen.add(addr)
-            values.append(value)
-    if values:
-        return values
-    # gdb without Objfile.lookup_*_symbol, or only the minimal (ELF) symbol
-    # with the types coming from another compilation unit's debug info.
-    sym = gdb.lookup_global_symbol("kb_live_runs") or gdb.lookup_static_symbol("kb_live_runs")
-    if sym is not None:
-        return [sym.value()]
+            try:
+                sym = fn(name) if fn is not None else None
+            except gdb.error:
+                sym = None
+            if sym is not None:
+                addr = int(sym.value().address)
+                if addr not in out:
+                    out.append(addr)
+    if out:
+        return out
+    # (only then: without debug info, a search of every ELF symbol table)
     try:
-        run_ptr = gdb.lookup_type("struct kb_run").pointer()
-        return [gdb.parse_and_eval("&'kb_live_runs'").cast(run_ptr.pointer()).dereference()]
+        text = gdb.execute("info variables -q ^%s$" % name, to_string=True)
     except gdb.error:
-        raise _KbError("kb: libkbthreads is not loaded, or it has no debug info "
-                       "(kb_live_runs not found)")
+        text = ""
+    for m in re.finditer(r"^(0x[0-9a-f]+)\s+%s(?:@\S*)?\s*$" % re.escape(name), text, re.M):
+        addr = int(m.group(1), 16)
+        if addr not in out:
+            out.append(addr)
+    return out
+
+
+def _kb_registries():
+    """[(address of a kb_live_runs, KbReader)] for every loaded copy of the
+    library: through the debug info when there is some, else through the
+    debug descriptor."""
+    layout = _kb_debug_info_layout()
+    if layout is not None:
+        heads = _kb_symbol_addresses("kb_live_runs")
+        if heads:
+            return [(h, KbReader(_kb_read, layout)) for h in heads]
+    out = []
+    for addr in _kb_symbol_addresses("kb_debug_offsets"):
+        layout, head, _ = kb_parse_descriptor(_kb_read, addr)
+        out.append((head, KbReader(_kb_read, layout)))
+    if not out:
+        raise KbError("kb: libkbthreads is not loaded, or it has neither debug info nor its debug "
+                      "descriptor (kb_live_runs and kb_debug_offsets not found)")
+    return out
 
 
 def _kb_require_process():
     if gdb.selected_inferior().pid == 0:
-        raise _KbError("kb: the program is not running")
+        raise KbError("kb: the program is not running")
 
 
 def _kb_live_runs():
-    """Every struct kb_run (as a pointer Value) in the registries."""
-    runs = []
-    for head in _kb_registry_values():
-        run = head
-        guard = 0
-        while int(run) != 0:
-            runs.append(run)
-            run = run["reg_next"]
-            guard += 1
-            if guard > 100000:
-                raise _KbError("kb: the registry of live runs looks corrupt (a cycle?)")
-    return runs
+    """[(KbRun, KbReader)] of every registry."""
+    out = []
+    for head, reader in _kb_registries():
+        out += [(r, reader) for r in reader.runs(head)]
+    return out
 
 
 class _KbThreads(object):
@@ -131,199 +511,91 @@ class _KbThreads(object):
         return str(t.num)
 
 
-def _kb_rank_thread_ids(rk):
-    """(LWP, pthread_t) of the thread running rank rk, as far as known.
-
-    rk.tid is written by the rank's thread when the rank starts; before
-    that the worker's own tid (rk.w->tid) is used. The pthread_t is only a
-    fallback for a thread that has not written any tid yet: a thread that
-    ended has its tid set but no longer exists, and its pthread_t may have
-    been reused by a new thread."""
-    tid = _kb_int(rk, "tid")
-    handle = 0
-    w = _kb_field(rk, "w")
-    if w is not None:  # workers (threads reused across spawns)
-        if int(w) != 0:
-            wv = w.dereference()
-            if not tid:
-                tid = _kb_int(wv, "tid")
-                handle = _kb_int(wv, "thread")
-    elif not tid and _kb_int(rk, "has_thread", 1):  # one thread per rank
-        handle = _kb_int(rk, "thread")
-    return tid, handle
-
-
-def _kb_pool_threads(ctx, threads):
-    """Labels of the idle worker threads parked in ctx's pool."""
-    pool = _kb_field(ctx.dereference(), "pool")
-    out = []
-    if pool is None:
-        return out
-    w = pool
-    while int(w) != 0 and len(out) < 100000:
-        wv = w.dereference()
-        t = threads.find(_kb_int(wv, "tid"), _kb_int(wv, "thread"))
-        if t is not None:
-            out.append("%s (%s)" % (threads.label(t), t.name or "-"))
-        else:
-            out.append("LWP %d" % _kb_int(wv, "tid"))
-        w = wv["next"]
-    return out
-
-
-def _kb_string(ptr, limit=200):
-    """The NUL-terminated string at ptr, at most limit bytes of it."""
-    addr = int(ptr)
-    if addr == 0:
-        return ""
-    inferior = gdb.selected_inferior()
-    data = b""
-    try:
-        while len(data) < limit:
-            chunk = bytes(inferior.read_memory(addr + len(data), 16))
-            end = chunk.find(b"\0")
-            if end >= 0:
-                data += chunk[:end]
-                break
-            data += chunk
-    except (gdb.error, gdb.MemoryError):
-        if not data:
-            return "<unreadable>"
-    text = data[:limit].decode("utf-8", "replace")
-    return text + ("..." if len(data) >= limit else "")
-
-
-def _kb_errors(run):
-    """rank -> (code, message) of the failures recorded in the run."""
-    out = {}
-    errors = _kb_field(run, "errors")
-    if errors is None or int(errors) == 0:
-        return out
-    n = min(_kb_int(run, "nerrors"), max(_kb_int(run, "nprocs"), 0))
-    for k in range(n):
-        e = errors[k]
-        out[int(e["rank"])] = (int(e["code"]), _kb_string(e["message"]))
-    return out
-
-
-def _kb_rank_state(run, rk, index, holder, errors):
-    """The state column of `kb ranks` for rank `index`."""
-    state = _kb_int(rk, "state")
-    cancelled = _kb_int(rk, "cancelled")
-    unwinding = _kb_int(rk, "unwinding")
-    recorded = _kb_int(rk, "recorded")
-    susp = _kb_int(rk, "susp")
-
-    def failure():
-        code, msg = errors.get(index, (None, ""))
-        if code is None:
-            return "failed"
-        return "failed (code %d%s)" % (code, ": " + msg if msg else "")
-
-    if state == _KB_RS_FINISHED:
-        if recorded:
-            return failure()
-        if cancelled:
-            return "cancelled"
-        return "finished"
-    if holder == index:
-        text = "running"
-        extra = []
-        if state == _KB_RS_NEW:
-            extra.append("starting")
-        if cancelled:
-            extra.append("unwinding after cancel" if unwinding else "cancelled")
-        elif unwinding:
-            extra.append("unwinding")
-        if recorded:
-            extra.append(failure())
-        return text + (" (" + ", ".join(extra) + ")" if extra else "")
-    if state == _KB_RS_NEW:
-        return "cancelled" if cancelled else "not started"
-    if cancelled:
-        return "cancelled (resuming)"
-    if recorded:
-        prefix = failure() + ", "
-    else:
-        prefix = ""
-    if susp == _KB_SUSP_WAIT:
-        return prefix + "waiting on handle %d" % int(rk["susp_handle"])
-    if susp == _KB_SUSP_BARRIER:
-        return prefix + "in barrier"
-    return prefix + "ready"
-
-
-def _kb_holder_text(run, holder, threads):
-    ranks = run["ranks"]
-    nprocs = _kb_int(run, "nprocs")
-    if holder == _KB_DRIVER:
-        tid = _kb_int(run, "driver_tid")
+def _kb_holder_text(r, threads):
+    if r.holder == _KB_DRIVER:
+        tid = r.run.get("driver_tid")
         t = threads.find(tid)
-        owner = _kb_field(run["ctx"], "owner")
-        if owner is not None and int(owner) == 0:
+        if kb_driver_idle(r):
             last = ("thread %s" % threads.label(t)) if t is not None else ("LWP %d" % tid)
             return "driver side, idle (no thread is in kb_join; last driver: %s)" % last
         if t is None:
             return "driver (LWP %d)" % tid
         return "driver (thread %s, LWP %d)" % (threads.label(t), tid)
-    if 0 <= holder < nprocs:
-        t = threads.find(*_kb_rank_thread_ids(ranks[holder]))
-        return "rank %d (thread %s)" % (holder, threads.label(t))
-    return "? (holder %d)" % holder
+    if 0 <= r.holder < r.nprocs:
+        t = threads.find(*r.thread_ids(r.holder))
+        return "rank %d (thread %s)" % (r.holder, threads.label(t))
+    return "? (holder %d)" % r.holder
 
 
-def _kb_print_run(run, threads):
-    nprocs = _kb_int(run, "nprocs")
-    holder = _kb_int(run, "holder", _KB_DRIVER)
-    ctx = run["ctx"]
-    mode = _KB_CANCEL_MODES.get(_kb_int(run, "cancel_mode"), "?")
-    flags = []
-    if _kb_int(run, "failed"):
-        flags.append("failed")
-    elif _kb_int(run, "stop") == _KB_STOP_FAILED:
-        flags.append("failing")
-    if _kb_int(run, "drain_code"):
-        flags.append("drain failed with %d on handle %d" % (_kb_int(run, "drain_code"),
-                                                             _kb_int(run, "drain_handle")))
-    gdb.write("run 0x%x: ctx 0x%x, %d ranks, %d live, cancel mode %s%s\n"
-              % (int(run), int(ctx), nprocs, _kb_int(run, "nlive"), mode,
-                 ", " + ", ".join(flags) if flags else ""))
-    gdb.write("  baton: %s\n" % _kb_holder_text(run, holder, threads))
-    if nprocs <= 0:
+def _kb_print_run(r, threads):
+    gdb.write(kb_run_header(r) + "\n")
+    gdb.write("  baton: %s\n" % _kb_holder_text(r, threads))
+    if r.nprocs <= 0:
         return
-    errors = _kb_errors(run)
     gdb.write("   %5s  %6s  %8s  %-15s  %s\n" % ("rank", "thread", "LWP", "name", "state"))
-    ranks = run["ranks"]
-    for i in range(nprocs):
-        rk = ranks[i]
-        tid, handle = _kb_rank_thread_ids(rk)
+    for i in range(r.nprocs):
+        tid, handle = r.thread_ids(i)
         t = threads.find(tid, handle)
         lwp = t.ptid[1] if t is not None else 0
         name = (t.name or "-") if t is not None else "(exited)" if tid else "(no thread)"
         mark = "*" if t is not None and lwp == threads.selected else " "
         gdb.write(" %s %5d  %6s  %8s  %-15s  %s\n"
-                  % (mark, i, threads.label(t) if t is not None else "-", lwp or "-", name,
-                     _kb_rank_state(run, rk, i, holder, errors)))
-    pool = _kb_pool_threads(ctx, threads)
+                  % (mark, i, threads.label(t) if t is not None else "-", lwp or "-", name, kb_rank_state(r, i)))
+    pool = []
+    for wv in r.pool:
+        t = threads.find(wv.get("tid"), wv.get("thread"))
+        pool.append("%s (%s)" % (threads.label(t), t.name or "-") if t is not None else "LWP %d" % wv.get("tid"))
     if pool:
         gdb.write("  idle in the ctx's pool: %d worker thread%s: %s\n"
                   % (len(pool), "" if len(pool) == 1 else "s", ", ".join(pool)))
 
 
-class _KbPrefix(gdb.Command):
+def _kb_address(expr):
+    """The address an expression gives: a pointer, an integer, or (in a
+    program without debug info) a pointer variable of unknown type."""
+    try:
+        value = gdb.parse_and_eval(expr)
+    except gdb.error as e:
+        if "unknown type" not in str(e):
+            raise KbError("kb: %s" % e)
+        try:
+            value = gdb.parse_and_eval("*(void **)&(%s)" % expr)
+        except gdb.error as e2:
+            raise KbError("kb: %s" % e2)
+    try:
+        return int(value.cast(gdb.lookup_type("unsigned long")))
+    except gdb.error as e:
+        raise KbError("kb: %s is not an address: %s" % (expr, e))
+
+
+class _KbCommand(gdb.Command if gdb is not None else object):
+    """A kb subcommand: its one-line errors become gdb errors."""
+
+    def invoke(self, arg, from_tty):
+        try:
+            _kb_require_process()
+            self.run(arg, from_tty)
+        except KbError as e:
+            raise gdb.GdbError(str(e))
+
+
+class _KbPrefix(gdb.Command if gdb is not None else object):
     """libkbthreads commands.
 
 kb ranks           every rank of every live spawn: thread, state, baton holder
 kb queues [CTX]    pending worker waits and collectives of CTX (a kb_ctx *
                    expression), or of the ctx of every live spawn
 kb thread RANK [RUN]  select the gdb thread of RANK (of RUN, a struct kb_run *
-                   expression, when several spawns are live)"""
+                   expression, when several spawns are live)
+
+They read the library's debug info when it has some, and its debug
+descriptor (kb_debug_offsets) otherwise, as in a release or stripped build."""
 
     def __init__(self):
         super(_KbPrefix, self).__init__("kb", gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
 
 
-class _KbRanks(gdb.Command):
+class _KbRanks(_KbCommand):
     """List every rank of every live libkbthreads spawn.
 
 For each live run (spawn or kb_start()ed process context): its ctx, the
@@ -345,100 +617,17 @@ A '*' marks the thread gdb has selected."""
     def __init__(self):
         super(_KbRanks, self).__init__("kb ranks", gdb.COMMAND_DATA, gdb.COMPLETE_NONE)
 
-    def invoke(self, arg, from_tty):
-        try:
-            _kb_require_process()
-            runs = _kb_live_runs()
-            if not runs:
-                gdb.write("no live libkbthreads spawn\n")
-                return
-            threads = _KbThreads()
-            for run in runs:
-                _kb_print_run(run, threads)
-        except _KbError as e:
-            raise gdb.GdbError(str(e))
-        except gdb.MemoryError as e:
-            raise gdb.GdbError("kb: cannot read the scheduler state: %s" % e)
+    def run(self, arg, from_tty):
+        runs = _kb_live_runs()
+        if not runs:
+            gdb.write("no live libkbthreads spawn\n")
+            return
+        threads = _KbThreads()
+        for r, _ in runs:
+            _kb_print_run(r, threads)
 
 
-def _kb_queue_elements(queue, elem_type):
-    """(length, [elements oldest first]) of a struct kb_queue ring."""
-    buf = queue["buf"]
-    cap = int(queue["cap"])
-    head = int(queue["head"])
-    length = int(queue["len"])
-    elem = int(queue["elem"])
-    if length == 0:
-        return 0, []
-    if cap == 0 or cap & (cap - 1) or length > cap or head >= cap or int(buf) == 0:
-        raise _KbError("kb: queue at 0x%x looks corrupt (cap %d, head %d, len %d)"
-                       % (int(queue.address), cap, head, length))
-    if elem != elem_type.sizeof:
-        raise _KbError("kb: queue at 0x%x holds %d-byte elements, expected %d"
-                       % (int(queue.address), elem, elem_type.sizeof))
-    ring = buf.cast(elem_type.pointer())
-    n = min(length, _KB_QUEUE_PRINT_MAX)
-    return length, [ring[(head + i) & (cap - 1)] for i in range(n)]
-
-
-def _kb_types():
-    """The kb_handle and kb_collective types."""
-    try:
-        handle_t = gdb.lookup_type("kb_handle")
-    except gdb.error:
-        handle_t = gdb.lookup_type("unsigned long")
-    try:
-        coll_t = gdb.lookup_type("kb_collective")
-    except gdb.error:
-        coll_t = gdb.lookup_type("struct kb_collective")
-    return handle_t, coll_t
-
-
-def _kb_waiters(runs_for_ctx):
-    """handle -> [ranks suspended in kb_wait on it]."""
-    out = {}
-    for run in runs_for_ctx:
-        ranks = run["ranks"]
-        for i in range(_kb_int(run, "nprocs")):
-            rk = ranks[i]
-            if (_kb_int(rk, "state") == _KB_RS_STARTED and _kb_int(rk, "susp") == _KB_SUSP_WAIT
-                    and _kb_int(run, "holder") != i):
-                out.setdefault(int(rk["susp_handle"]), []).append(i)
-    return out
-
-
-def _kb_print_queues(ctx, runs):
-    ctx_runs = [r for r in runs if int(r["ctx"]) == int(ctx)]
-    if ctx_runs:
-        about = ", ".join("run 0x%x, %d ranks" % (int(r), _kb_int(r, "nprocs")) for r in ctx_runs)
-    else:
-        about = "no live spawn"
-    gdb.write("ctx 0x%x (%s)\n" % (int(ctx), about))
-    handle_t, coll_t = _kb_types()
-    waiters = _kb_waiters(ctx_runs)
-
-    def who(h):
-        ranks = waiters.get(h)
-        if not ranks:
-            return ""
-        return "  <- rank%s %s waiting" % ("s" if len(ranks) > 1 else "", ", ".join(map(str, ranks)))
-
-    n, waits = _kb_queue_elements(ctx["waits"], handle_t)
-    gdb.write("  pending worker waits: %d\n" % n)
-    for i, h in enumerate(waits):
-        gdb.write("    [%d] handle %d%s\n" % (i, int(h), who(int(h))))
-    if n > len(waits):
-        gdb.write("    ... %d more\n" % (n - len(waits)))
-    n, colls = _kb_queue_elements(ctx["colls"], coll_t)
-    gdb.write("  pending collectives: %d\n" % n)
-    for i, c in enumerate(colls):
-        gdb.write("    [%d] handle %d  sip_id %d  meta 0x%x%s\n"
-                  % (i, int(c["handle"]), int(c["sip_id"]), int(c["meta"]), who(int(c["handle"]))))
-    if n > len(colls):
-        gdb.write("    ... %d more\n" % (n - len(colls)))
-
-
-class _KbQueues(gdb.Command):
+class _KbQueues(_KbCommand):
     """Show the pending worker waits and collectives of a libkbthreads ctx.
 
 Usage: kb queues [CTX]
@@ -451,82 +640,71 @@ suspended rank is blocked on is marked with that rank."""
     def __init__(self):
         super(_KbQueues, self).__init__("kb queues", gdb.COMMAND_DATA, gdb.COMPLETE_EXPRESSION)
 
-    def invoke(self, arg, from_tty):
-        try:
-            _kb_require_process()
-            runs = _kb_live_runs()
-            ctx_ptr_t = None
-            for head in _kb_registry_values():
-                ctx_ptr_t = head.type.target()["ctx"].type
-                break
-            if arg.strip():
-                value = gdb.parse_and_eval(arg)
-                if ctx_ptr_t is None:
-                    ctx_ptr_t = gdb.lookup_type("struct kb_ctx").pointer()
-                if value.type.strip_typedefs().code != gdb.TYPE_CODE_PTR:
-                    value = value.cast(gdb.lookup_type("unsigned long"))
-                ctxs = [value.cast(ctx_ptr_t)]
-                if int(ctxs[0]) == 0:
-                    raise _KbError("kb: %s is a NULL ctx" % arg.strip())
-            else:
-                ctxs, seen = [], set()
-                for run in runs:
-                    c = run["ctx"]
-                    if int(c) not in seen:
-                        seen.add(int(c))
-                        ctxs.append(c)
-                if not ctxs:
-                    gdb.write("no live libkbthreads spawn (name a ctx: kb queues CTX)\n")
-                    return
-            for ctx in ctxs:
-                _kb_print_queues(ctx, runs)
-        except _KbError as e:
-            raise gdb.GdbError(str(e))
-        except gdb.MemoryError as e:
-            raise gdb.GdbError("kb: cannot read the ctx: %s" % e)
+    def run(self, arg, from_tty):
+        runs = _kb_live_runs()
+        reader = runs[0][1] if runs else _kb_registries()[0][1]
+        if arg.strip():
+            ctxs = [_kb_address(arg)]
+            if ctxs[0] == 0:
+                raise KbError("kb: %s is a NULL ctx" % arg.strip())
+        else:
+            ctxs = []
+            for r, _ in runs:
+                if r.run.get("ctx") not in ctxs:
+                    ctxs.append(r.run.get("ctx"))
+            if not ctxs:
+                gdb.write("no live libkbthreads spawn (name a ctx: kb queues CTX)\n")
+                return
+        for ctx in ctxs:
+            gdb.write("\n".join(kb_queue_lines(reader, ctx, [r for r, _ in runs])) + "\n")
 
 
-class _KbThread(gdb.Command):
+class _KbThread(_KbCommand):
     """Select the gdb thread running a libkbthreads rank.
 
 Usage: kb thread RANK [RUN]
 
-RUN (a struct kb_run * expression, as printed by `kb ranks`) is needed only
-when several spawns are live."""
+RUN (a struct kb_run * expression, as printed by `kb ranks`; kb_live_runs
+is the newest) is needed only when several spawns are live."""
 
     def __init__(self):
         super(_KbThread, self).__init__("kb thread", gdb.COMMAND_DATA, gdb.COMPLETE_EXPRESSION)
 
-    def invoke(self, arg, from_tty):
+    def run(self, arg, from_tty):
+        words = arg.split(None, 1)
+        if not words:
+            raise KbError("usage: kb thread RANK [RUN]")
         try:
-            _kb_require_process()
-            words = arg.split(None, 1)
-            if not words:
-                raise _KbError("usage: kb thread RANK [RUN]")
             rank = int(gdb.parse_and_eval(words[0]))
-            runs = _kb_live_runs()
-            if len(words) > 1:
-                want = int(gdb.parse_and_eval(words[1]))
-                runs = [r for r in runs if int(r) == want]
-                if not runs:
-                    raise _KbError("kb: 0x%x is not a live run" % want)
-            elif len(runs) > 1:
-                raise _KbError("kb: %d spawns are live; name the run: kb thread RANK RUN" % len(runs))
+        except gdb.error as e:
+            raise KbError("kb: %s" % e)
+        runs = [r for r, _ in _kb_live_runs()]
+        if len(words) > 1:
+            if words[1].strip() == "kb_live_runs":
+                # the newest run, also where the symbol is not there (stripped)
+                head, reader = _kb_registries()[0]
+                want = reader.pointer(head)
+            else:
+                want = _kb_address(words[1])
+            runs = [r for r in runs if r.addr == want]
             if not runs:
-                raise _KbError("kb: no live libkbthreads spawn")
-            run = runs[0]
-            if not 0 <= rank < _kb_int(run, "nprocs"):
-                raise _KbError("kb: run 0x%x has no rank %d" % (int(run), rank))
-            threads = _KbThreads()
-            t = threads.find(*_kb_rank_thread_ids(run["ranks"][rank]))
-            if t is None:
-                raise _KbError("kb: rank %d has no thread" % rank)
-            gdb.execute("thread %s" % threads.label(t), from_tty)
-        except _KbError as e:
-            raise gdb.GdbError(str(e))
+                raise KbError("kb: 0x%x is not a live run" % want)
+        elif len(runs) > 1:
+            raise KbError("kb: %d spawns are live; name the run: kb thread RANK RUN" % len(runs))
+        if not runs:
+            raise KbError("kb: no live libkbthreads spawn")
+        r = runs[0]
+        if not 0 <= rank < r.nprocs:
+            raise KbError("kb: run 0x%x has no rank %d" % (r.addr, rank))
+        threads = _KbThreads()
+        t = threads.find(*r.thread_ids(rank))
+        if t is None:
+            raise KbError("kb: rank %d has no thread" % rank)
+        gdb.execute("thread %s" % threads.label(t), from_tty)
 
 
-_KbPrefix()
-_KbRanks()
-_KbQueues()
-_KbThread()
+if gdb is not None:
+    _KbPrefix()
+    _KbRanks()
+    _KbQueues()
+    _KbThread()

@@ -2,29 +2,53 @@
  * The registry of live runs: a list debuggers walk to show every rank of
  * every live spawn (the gdb extension's `kb ranks`). Drivers add a run when
  * its threads exist and remove it before they are joined. Nothing in the
- * library reads it; the symbols are hidden but present in the symbol table.
+ * library reads it; the symbols are hidden but present in the symbol table,
+ * and the exported debug descriptor (debug_offsets.h) points at them for
+ * builds without one.
  */
+#include <ck_pr.h>
 #include <pthread.h>
 
+#include "debug_offsets.h"
 #include "run.h"
 
 pthread_mutex_t kb_live_runs_lock = PTHREAD_MUTEX_INITIALIZER;
 struct kb_run *kb_live_runs;
+/* Odd while the list changes, even otherwise (under the lock): a reader in
+ * another process compares it before and after it walks the list. */
+uint64_t kb_live_runs_gen;
+
+/* A program linked with the static library gets debug_offsets.o (the
+ * descriptor) and the embedded gdb script (gdb/embed_gdb_script.cmake) only
+ * if something it links refers to them: this does. */
+extern const char kb_gdb_script_embedded;
+__attribute__((used)) static const void *const kb_keep_for_debuggers[] = {&kb_debug_offsets,
+                                                                          &kb_gdb_script_embedded};
+
+static void gen_bump(void)
+{
+    ck_pr_fence_store();
+    ck_pr_store_64(&kb_live_runs_gen, kb_live_runs_gen + 1);
+    ck_pr_fence_store();
+}
 
 void kb_registry_add(struct kb_run *run)
 {
     pthread_mutex_lock(&kb_live_runs_lock);
+    gen_bump();
     run->reg_prev = NULL;
     run->reg_next = kb_live_runs;
     if (kb_live_runs)
         kb_live_runs->reg_prev = run;
     kb_live_runs = run;
+    gen_bump();
     pthread_mutex_unlock(&kb_live_runs_lock);
 }
 
 void kb_registry_remove(struct kb_run *run)
 {
     pthread_mutex_lock(&kb_live_runs_lock);
+    gen_bump();
     if (run->reg_prev)
         run->reg_prev->reg_next = run->reg_next;
     else
@@ -32,5 +56,6 @@ void kb_registry_remove(struct kb_run *run)
     if (run->reg_next)
         run->reg_next->reg_prev = run->reg_prev;
     run->reg_prev = run->reg_next = NULL;
+    gen_bump();
     pthread_mutex_unlock(&kb_live_runs_lock);
 }

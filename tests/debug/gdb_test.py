@@ -3,6 +3,19 @@
 
 Usage: gdb_test.py --gdb GDB --program kb_gdb_target --script gdb/kbthreads_gdb.py
                    --library libkbthreads.so [--require-section]
+                   [--strip debug|unneeded --soname libkbthreads.so.N] [--layout descriptor]
+
+--library is the file that holds the library: the shared library, or the
+program itself when it is linked with the static library. With --strip,
+the session runs against a copy of the shared library stripped with
+`strip --strip-debug` or `strip --strip-unneeded` (found through
+LD_LIBRARY_PATH under its SONAME); strip drops the .debug_gdb_scripts
+section, so the embedded-script mode does not apply there.
+
+--layout descriptor says the library has no debug info, so the commands
+must read the debug descriptor (kb_debug_offsets); then the session also
+checks that a descriptor of another version is refused with a clear
+message. Without it, the library's own sections decide.
 
 The same session (three breakpoint stops, see kb_gdb_target.c) runs once for
 each way the extension can be loaded:
@@ -62,6 +75,10 @@ def elf_section_names(path):
 
 
 # The session. Markers split the output into one part per command.
+# Where the descriptor's version is (src/debug_offsets.h: after the 8-byte magic).
+POKE_VERSION = "set var *(unsigned int *)((char *)&kb_debug_offsets + 8) = %d"
+
+
 def session_commands(extra_load):
     cmds = ["set pagination off", "set width 0", "set confirm off", "set print thread-events off"]
     cmds += extra_load
@@ -80,7 +97,9 @@ def session_commands(extra_load):
                      "echo @@stop2 kb-queues-null\\n", "kb queues 0"]
         if stop == 3:
             cmds += ["echo @@stop3 kb-thread\\n", "kb thread 2 kb_live_runs", "thread",
-                     "echo @@stop3 auto-load\\n", "info auto-load python-scripts"]
+                     "echo @@stop3 auto-load\\n", "info auto-load python-scripts",
+                     "echo @@stop3 shared\\n", "info sharedlibrary",
+                     "echo @@stop3 version-mismatch\\n", POKE_VERSION % 99, "kb ranks", POKE_VERSION % 1]
         cmds += ["echo @@stop%d end\\n" % stop, "continue"]
     cmds += ["echo @@after-exit\\n", "kb ranks", "echo @@done\\n"]
     return cmds
@@ -95,6 +114,11 @@ def run_gdb(gdb, program, init_cmds, load_cmds, env):
     argv.append(program)
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=240)
     return p.returncode, p.stdout.decode("utf-8", "replace"), argv
+
+
+def run_library_paths(out):
+    """The libkbthreads files `info sharedlibrary` listed."""
+    return re.findall(r"(/\S*libkbthreads\.so\S*)", out)
 
 
 def split_parts(out):
@@ -220,7 +244,7 @@ def thread_of(threads, name):
     return None
 
 
-def check_session(out, mode):
+def check_session(out, mode, descriptor):
     parts = split_parts(out)
     for key in ("stop1 kb-ranks", "stop2 kb-ranks", "stop3 kb-ranks", "done"):
         check(key in parts, "[%s] the session did not reach @@%s" % (mode, key), out)
@@ -326,6 +350,15 @@ def check_session(out, mode):
           "stop 3: `kb thread 2 kb_live_runs` (the newest run: spawn B) did not select gdb thread %s" % want,
           kt)
 
+    mismatch = parts.get("stop3 version-mismatch", "")
+    if descriptor:
+        check(re.search(r"kb: the libkbthreads debug descriptor at 0x[0-9a-f]+ is version 99, but this reader "
+                        r"knows version 1 only", mismatch) and "run 0x" not in mismatch,
+              "[%s] kb ranks read a descriptor of version 99 instead of refusing it" % mode, mismatch)
+    else:
+        check(len(parse_ranks(mismatch)) == 2,
+              "[%s] with debug info, kb ranks should not depend on the descriptor" % mode, mismatch)
+
     check("kb_gdb_target: ok" in out, "[%s] the program did not finish its own checks" % mode, out)
     check(re.search(r"\[Inferior 1 \(process \d+\) exited normally\]", out),
           "[%s] the program did not exit normally" % mode, out)
@@ -344,6 +377,10 @@ def main():
     ap.add_argument("--script", required=True)
     ap.add_argument("--library", required=True)
     ap.add_argument("--require-section", action="store_true")
+    ap.add_argument("--strip", choices=["debug", "unneeded"])
+    ap.add_argument("--soname", help="with --strip: the name the program looks for")
+    ap.add_argument("--strip-tool", default="strip")
+    ap.add_argument("--layout", choices=["auto", "descriptor"], default="auto")
     ap.add_argument("--keep", help="directory to write each session's output to")
     args = ap.parse_args()
 
@@ -359,10 +396,24 @@ def main():
 
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    library = os.path.realpath(args.library)
-    has_section = ".debug_gdb_scripts" in elf_section_names(library)
     failed = 0
     with tempfile.TemporaryDirectory(prefix="kb-gdb-test-") as tmp:
+        library = os.path.realpath(args.library)
+        if args.strip:
+            libdir = os.path.join(tmp, "lib")
+            os.mkdir(libdir)
+            copy = os.path.join(libdir, args.soname or os.path.basename(library))
+            shutil.copyfile(library, copy)
+            subprocess.run([args.strip_tool, "--strip-" + args.strip, copy], check=True)
+            library = copy
+            env["LD_LIBRARY_PATH"] = libdir
+        sections = elf_section_names(library)
+        has_section = ".debug_gdb_scripts" in sections
+        descriptor = args.layout == "descriptor" or ".debug_info" not in sections
+        check_sections = args.strip is not None and (".debug_info" in sections or ".kb_debug" not in sections)
+        if check_sections:
+            print("FAIL: the stripped copy still has debug info, or lost the .kb_debug section")
+            return 1
         empty = os.path.join(tmp, "empty")
         os.mkdir(empty)
         autodir = os.path.join(tmp, "auto-load")
@@ -377,6 +428,9 @@ def main():
         if has_section:
             modes.append(("section", ["set auto-load safe-path /",
                                       "set auto-load scripts-directory " + empty], []))
+        elif args.strip:
+            print("NOTE: strip --strip-%s drops .debug_gdb_scripts; the embedded-script mode does not apply"
+                  % args.strip)
         elif args.require_section:
             print("FAIL: %s has no .debug_gdb_scripts section (--require-section)" % library)
             failed = 1
@@ -392,7 +446,7 @@ def main():
                     f.write(out)
             try:
                 check(rc == 0, "[%s] gdb exited with %d" % (mode, rc), out)
-                parts = check_session(out, mode)
+                parts = check_session(out, mode, descriptor)
                 loaded = parts.get("stop3 auto-load", "")
                 if mode == "source":
                     check("kbthreads_gdb" not in loaded,
@@ -406,7 +460,11 @@ def main():
                     check(re.search(r"^Yes\s+\S*kbthreads", loaded, re.M),
                           "[section] info auto-load python-scripts does not show the embedded script loaded",
                           loaded)
-                print("PASS: %s" % mode)
+                if args.strip:
+                    shared = parts.get("stop3 shared", "")
+                    check(library in run_library_paths(shared),
+                          "[%s] the program did not load the stripped copy %s" % (mode, library), shared)
+                print("PASS: %s (%s)" % (mode, "debug descriptor" if descriptor else "debug info"))
             except Failure as e:
                 failed = 1
                 print("FAIL: %s\ncommand: %s" % (e, " ".join(repr(a) for a in argv)))

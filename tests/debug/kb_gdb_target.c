@@ -21,13 +21,14 @@
  * Run on its own it checks every result and exits 0.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "kbthreads.h"
+
+#define KBT_TARGET "kb_gdb_target"
+#include "debug_target.h"
 
 /* The ctx both spawns use; `kb queues kbt_gdb_ctx` names it explicitly. */
 kb_ctx *kbt_gdb_ctx;
@@ -40,47 +41,6 @@ void kbt_gdb_stop(int stop);
 __attribute__((noinline)) void kbt_gdb_stop(int stop)
 {
     __asm__ volatile("" : : "r"(stop) : "memory");
-}
-
-#define CHECK(cond)                                                                                          \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            fprintf(stderr, "kb_gdb_target: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);          \
-            return 1;                                                                                        \
-        }                                                                                                    \
-    } while (0)
-
-/* How many threads of this process are named kb-rank-<n>. */
-static int named_rank_threads(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], name[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        if (fgets(name, sizeof name, f) && strncmp(name, "kb-rank-", 8) == 0)
-            n++;
-        fclose(f);
-    }
-    closedir(d);
-    return n;
-}
-
-/* A rank thread names itself when it first runs, which may be after other
- * ranks ran: before stopping, give every thread up to 10 s to have done it,
- * so `info threads` shows every name (see docs/debugging.md). */
-static void wait_for_names(int nprocs)
-{
-    for (int i = 0; i < 1000 && named_rank_threads() < nprocs; i++)
-        nanosleep(&(struct timespec){0, 10000000L}, NULL);
 }
 
 static int spawn_a_rank(int rank, void *arg)
@@ -149,19 +109,6 @@ static int spawn_b_rank(int rank, void *arg)
         kb_raise(5, "boom");
     }
     return rc;
-}
-
-/* The process context's ranks: three turns each. */
-static int pc_rank(int rank, void *arg)
-{
-    (void)rank;
-    (void)arg;
-    for (int i = 0; i < 3; i++) {
-        int rc = kb_yield();
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
 }
 
 int main(void)

@@ -146,7 +146,9 @@ static void cleanup(void *arg)
 static int failing_rank(int rank, void *arg)
 {
     (void)arg;
-    int rc = 0;
+    /* volatile: pthread_cleanup_push is a setjmp, and -Os keeps rc in a
+     * register it could clobber (-Wclobbered in a MinSizeRel build). */
+    volatile int rc = 0;
     pthread_cleanup_push(cleanup, NULL);
     for (int i = 0; i < 20 && rc == 0; i++) {
         touch(rank);

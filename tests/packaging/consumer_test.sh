@@ -20,6 +20,9 @@ install_tree() {
         || { echo "no libkbthreads.so.0 (SONAME link) installed"; exit 1; }
     find "$prefix/share/gdb/auto-load" -name 'libkbthreads.so.*-gdb.py' | grep -q . \
         || { echo "no gdb auto-load script installed"; exit 1; }
+    # the installed dump command finds its layout module (this shell has no libkbthreads)
+    "$prefix/bin/kbthreads-dump" $$ 2>&1 | grep -q "does not use libkbthreads" \
+        || { echo "the installed kbthreads-dump does not run"; exit 1; }
 }
 
 case "$mode" in

@@ -1,6 +1,8 @@
 #!/bin/sh
 # Fails if the shared library exports any symbol that does not start with
-# kb_, or if its kb_ symbols differ from the functions the header declares.
+# kb_, or if its kb_ symbols differ from the functions the header declares
+# and the debug descriptor kb_debug_offsets (a table for debuggers and tools,
+# src/debug_offsets.h; docs/debugging.md).
 # usage: exported_symbols.sh path/to/libkbthreads.so path/to/kbthreads.h
 set -eu
 lib=$1
@@ -11,7 +13,7 @@ count=$(printf '%s\n' "$syms" | grep -c '^kb_' || true)
 if [ -n "$bad" ]; then
     echo "exported symbols without the kb_ prefix:"; printf '  %s\n' $bad; exit 1
 fi
-declared=$(grep '^KB_API' "$header" | grep -o 'kb_[a-z0-9_]*(' | tr -d '(' | sort)
+declared=$( (grep '^KB_API' "$header" | grep -o 'kb_[a-z0-9_]*(' | tr -d '('; echo kb_debug_offsets) | sort)
 exported=$(printf '%s\n' "$syms" | sort)
 if [ "$declared" != "$exported" ]; then
     echo "exported kb_ symbols differ from the header's declarations:"
