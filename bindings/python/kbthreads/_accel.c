@@ -69,28 +69,29 @@ static int bound(void)
     return 0;
 }
 
+/* A suspension point: fn (kb_yield or kb_barrier) with the GIL released. */
+static PyObject *suspend(int (**fn)(void), const char *what)
+{
+    if (!bound())
+        return NULL;
+    PyThreadState *ts = PyEval_SaveThread();
+    int rc = (*fn)();
+    PyEval_RestoreThread(ts);
+    return suspension_result(rc, what);
+}
+
 static PyObject *accel_yield(PyObject *mod, PyObject *unused)
 {
     (void)mod;
     (void)unused;
-    if (!bound())
-        return NULL;
-    PyThreadState *ts = PyEval_SaveThread();
-    int rc = lib_yield();
-    PyEval_RestoreThread(ts);
-    return suspension_result(rc, "yield_");
+    return suspend(&lib_yield, "yield_");
 }
 
 static PyObject *accel_barrier(PyObject *mod, PyObject *unused)
 {
     (void)mod;
     (void)unused;
-    if (!bound())
-        return NULL;
-    PyThreadState *ts = PyEval_SaveThread();
-    int rc = lib_barrier();
-    PyEval_RestoreThread(ts);
-    return suspension_result(rc, "barrier");
+    return suspend(&lib_barrier, "barrier");
 }
 
 /* ---- Core: one per Context --------------------------------------------------

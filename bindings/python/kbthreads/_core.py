@@ -278,6 +278,17 @@ class _Unsupported:
     clear = pop = remove = insert = discard = __delitem__ = __setitem__ = _refuse
 
 
+def _handles_from(c: "Context", copy: Callable) -> list:
+    """The handles a kb_pending_waits-style copy(ctx, out, cap) lists now."""
+    with c._guard():
+        n = copy(c._ptr, None, 0)
+        if n == 0:
+            return []
+        arr = (_lib.kb_handle * n)()
+        n = min(n, copy(c._ptr, arr, n))
+    return [c._handle(i) for i in arr[:n]]
+
+
 class PendingWaits(_Unsupported, collections.abc.Sequence):
     """``ctx._pending_worker_waits``: the pending worker waits (FIFO), read
     from the library each time. ``append(h)`` queues a wait without waiting
@@ -287,14 +298,7 @@ class PendingWaits(_Unsupported, collections.abc.Sequence):
         self._ctx = ctx
 
     def _snapshot(self) -> list:
-        c = self._ctx
-        with c._guard():
-            n = lib.kb_pending_waits(c._ptr, None, 0)
-            if n == 0:
-                return []
-            arr = (_lib.kb_handle * n)()
-            n = min(n, lib.kb_pending_waits(c._ptr, arr, n))
-        return [c._handle(i) for i in arr[:n]]
+        return _handles_from(self._ctx, lib.kb_pending_waits)
 
     def append(self, h) -> None:
         c = self._ctx
@@ -397,14 +401,7 @@ class CompletedSet(_Unsupported, collections.abc.Set):
             raise KbError(rc, "kb_complete")
 
     def _snapshot(self) -> list:
-        c = self._ctx
-        with c._guard():
-            n = lib.kb_completed_handles(c._ptr, None, 0)
-            if n == 0:
-                return []
-            arr = (_lib.kb_handle * n)()
-            n = min(n, lib.kb_completed_handles(c._ptr, arr, n))
-        return [c._handle(i) for i in arr[:n]]
+        return _handles_from(self._ctx, lib.kb_completed_handles)
 
     def __iter__(self):
         return iter(self._snapshot())
