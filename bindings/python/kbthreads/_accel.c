@@ -4,14 +4,14 @@
  * _core.py does the same work without it, and KBTHREADS_NO_ACCEL=1 forces
  * that path).
  *
- * What it replaces, and why (bindings/python/README.md has the figures):
- * a ctypes foreign call costs several times a C-level call from Python
+ * What it replaces, and why (bench/report-notes.md has the counts): a
+ * ctypes foreign call costs several times a C-level call from Python
  * (argument conversion, a libffi frame), and a ctypes callback, which the
  * library's engine wait hook is once per drained handle, costs more still.
  * Here a suspension point is one C call that releases the GIL around the
- * library call, a rank's ctx.wait is one C call after a dict lookup, and
- * the engine's wait hook is a C function that takes the GIL and calls the
- * Context's Python hook with a vectorcall.
+ * library call; a rank's ctx.wait and collective submit are one C call
+ * each (Core, below, holds the Context's handle ids); the engine's wait
+ * hook is a C function that takes the GIL and calls engine.wait(h).
  *
  * One library: the entry points are not linked but taken, by address, from
  * the libkbthreads that ctypes loaded (bind()), so this module and the
@@ -103,7 +103,8 @@ static PyObject *accel_barrier(PyObject *mod, PyObject *unused)
  * long as the kb_ctx.
  */
 typedef struct {
-    PyObject_HEAD kb_ctx *ctx;
+    PyObject ob_base; /* PyObject_HEAD */
+    kb_ctx *ctx;
     PyObject *context; /* the kbthreads.Context (a cycle the GC sees: traverse/clear) */
     PyObject *h2id, *id2h;
     unsigned long long next_id;
