@@ -248,7 +248,7 @@ static void schedule_from_env(struct kb_run *run)
     static const char *const names[] = {"KB_SCHED_SEED", "KB_SCHED_PCT", "KB_SCHED_EXHAUSTIVE"};
     static const char *const forms[] = {
         "an integer", "seed:depth[:rounds], depth 1.." KB_STR(KB_SCHED_PCT_MAX_DEPTH) ", rounds >= 1",
-        "index:limit, limit >= 1, index below the count"};
+        "index:limit, limit >= 1"};
     const char *chosen = NULL;
     for (int i = 0; i < 3; i++) {
         const char *v = getenv(names[i]);
@@ -259,13 +259,14 @@ static void schedule_from_env(struct kb_run *run)
             continue;
         }
         uint64_t x[3] = {0, 0, 0};
-        int n = parse_numbers(v, x, i + 1), ok;
+        static const int most[] = {1, 3, 2};
+        int n = parse_numbers(v, x, most[i]), ok;
         if (i == 0)
             ok = n == 1;
         else if (i == 1)
             ok = n >= 2 && x[1] >= 1 && x[1] <= KB_SCHED_PCT_MAX_DEPTH && (n == 2 || x[2] >= 1);
         else
-            ok = n == 2 && exhaustive_ok(run->nprocs, x[0], x[1]);
+            ok = n == 2 && x[1] >= 1;
         if (!ok) {
             fprintf(stderr, "kbthreads: ignoring %s=%s (not %s)\n", names[i], v, forms[i]);
             continue;
@@ -277,7 +278,11 @@ static void schedule_from_env(struct kb_run *run)
             run->pct_depth = (unsigned)x[1];
             run->pct_rounds = x[2];
         } else {
-            run->ex_index = x[0];
+            /* modulo the count: one index serves spawns of every size */
+            unsigned k;
+            uint64_t count;
+            kb_exhaustive_span(run->nprocs, x[1], &k, &count);
+            run->ex_index = x[0] % count;
             run->ex_limit = x[1];
         }
     }
