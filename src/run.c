@@ -288,17 +288,36 @@ static void schedule_from_env(struct kb_run *run)
     }
 }
 
-/* How many spawns of this process have recorded to KB_RECORD, and replayed
- * from KB_REPLAY: the k-th such spawn writes (reads) the file's k-th
- * recording. Spawns on different threads count in the order they start. */
-static unsigned env_record_spawns, env_replay_spawns;
+/* The spawns of this process that recorded to KB_RECORD's file (replayed
+ * from KB_REPLAY's): the k-th since the variable named that file writes
+ * (reads) the file's k-th recording. Spawns on different threads count in
+ * the order they start. */
+struct env_file {
+    pthread_mutex_t lock;
+    char path[4096];
+    int spawns;
+};
+static struct env_file env_record = {PTHREAD_MUTEX_INITIALIZER, "", 0};
+static struct env_file env_replay = {PTHREAD_MUTEX_INITIALIZER, "", 0};
+
+static int env_spawn_number(struct env_file *e, const char *path)
+{
+    pthread_mutex_lock(&e->lock);
+    if (strncmp(e->path, path, sizeof e->path - 1) != 0) {
+        snprintf(e->path, sizeof e->path, "%s", path);
+        e->spawns = 0;
+    }
+    int n = ++e->spawns;
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
 
 static int open_replay(struct kb_run *run, const kb_spawn_opts *opts)
 {
     const char *given = opts ? opts->replay_path : NULL, *path = path_option(given, "KB_REPLAY");
     if (!path)
         return 0;
-    int line, spawn = given ? 0 : (int)__atomic_add_fetch(&env_replay_spawns, 1, __ATOMIC_RELAXED);
+    int line, spawn = given ? 0 : env_spawn_number(&env_replay, path);
     int rc = kb_replay_open(path, run->nprocs, spawn, &run->replay, &line);
     if (rc == KB_EINVAL)
         fprintf(stderr, "kbthreads: %s:%d: not a kbthreads-schedule 1 recording\n", path, line);
@@ -316,7 +335,7 @@ static int open_record(struct kb_run *run, const kb_spawn_opts *opts)
     const char *given = opts ? opts->record_path : NULL, *path = path_option(given, "KB_RECORD");
     if (!path)
         return 0;
-    int spawn = given ? 0 : (int)__atomic_add_fetch(&env_record_spawns, 1, __ATOMIC_RELAXED);
+    int spawn = given ? 0 : env_spawn_number(&env_record, path);
     char *what = kb_order_describe(run);
     if (!what)
         return KB_ENOMEM;

@@ -133,7 +133,8 @@ int kb_record_close(struct kb_record *r)
 /* One recording (a section of a file: docs/scheduling.md). */
 struct kb_replay {
     int nprocs;
-    int partial; /* a "partial" line: see kb_replay_partial */
+    int partial;  /* a "partial" line: see kb_replay_partial */
+    int numbered; /* a "spawn" line: one of a process's several recordings */
     uint64_t nrounds;
     uint64_t *nums; /* nums[i]: the round number orders[i] is for */
     int **orders;
@@ -237,6 +238,8 @@ static int parse_line(struct kb_replay *r, char *buf)
         r->partial = 1;
         return 0;
     }
+    if (strncmp(buf, "spawn ", 6) == 0)
+        r->numbered = 1;
     if (strncmp(buf, "round ", 6) == 0)
         return parse_round(r, buf + 6);
     return 0; /* spawn, schedule, drain, end and unknown lines: informational */
@@ -310,8 +313,9 @@ int kb_replay_open(const char *path, int nprocs, int spawn, struct kb_replay **o
         sections_free(&s);
         return rc;
     }
-    /* One recording serves every spawn; several serve spawn k the k-th. */
-    int k = s.n == 1 || spawn < 1 ? 0 : spawn - 1;
+    /* One recording without a "spawn" line serves every spawn; otherwise
+     * spawn k gets the k-th. */
+    int k = (s.n == 1 && !s.v[0]->numbered) || spawn < 1 ? 0 : spawn - 1;
     if (k >= s.n) {
         /* Past the last: round-robin after a partial schedule, else a
          * program that spawns more often than the recorded one did. */

@@ -42,8 +42,8 @@ void kb_record_flush(struct kb_record *r);
 /* Flush and free: 0 or the first write error, a negative errno. */
 int kb_record_close(struct kb_record *r);
 
-/* Read and check the recording for a process's spawn-th spawn (1-based; 0
- * or a file holding one recording: its first). 0, a negative errno
+/* Read and check the recording for a process's spawn-th spawn (1-based; 0,
+ * or a file holding one recording without a "spawn" line: its first). 0, a negative errno
  * (unreadable), KB_EINVAL (malformed; *line says where) or KB_EDIVERGED
  * (recorded for another nprocs: *out is set; or the file has fewer
  * recordings than spawn: *out NULL). 0 with *out NULL: spawn is past the
