@@ -9,7 +9,7 @@ DEMO_ARGS ?=
 
 DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-dev python3-pytest python3-greenlet gdb
 
-.PHONY: all deps build demo test test-fast docs format format-check install clean help
+.PHONY: all deps build demo explore-demo test test-fast docs format format-check install clean help
 
 PREFIX ?= /usr/local
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find include src tests examples -name '*.[ch]')
@@ -18,6 +18,7 @@ all: build
 
 help:
 	@echo "make demo       build and run the demo (ring all-reduce over 8 simulated ranks)"
+	@echo "make explore-demo  kbthreads-explore finds, shrinks and replays a planted rank-order bug"
 	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
 	@echo "make test-fast  the suite without the Valgrind and sanitizer passes"
@@ -54,6 +55,14 @@ build: deps $(BUILD)/CMakeCache.txt
 
 demo: build
 	./$(BUILD)/examples/kbdemo $(DEMO_ARGS)
+
+# kbthreads-explore on the planted order bug of tests/explore/explore_target.c
+# (docs/scheduling.md): it must find it (exit status 1), and the printed
+# replay must fail again.
+explore-demo: build
+	./$(BUILD)/kbthreads-explore --runs 20 --out $(BUILD)/explore-demo -- ./$(BUILD)/tests/explore/explore_target bug; \
+	  test $$? -eq 1
+	KB_REPLAY=$(BUILD)/explore-demo/shrunk.schedule ./$(BUILD)/tests/explore/explore_target bug; test $$? -eq 1
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
