@@ -40,7 +40,6 @@ static int yielder(int rank, void *arg)
  * text (static), or NULL when kb_spawn returned rc != 0 (*rc says). */
 static const char *record(int n, kb_spawn_opts o, int *rc)
 {
-    static char text[65536];
     kb_ctx *ctx;
     assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
     o.record_path = file;
@@ -49,11 +48,8 @@ static const char *record(int n, kb_spawn_opts o, int *rc)
     assert_int_equal(kb_ctx_destroy(ctx), 0);
     if (*rc != 0)
         return NULL;
-    FILE *f = fopen(file, "r");
-    assert_non_null(f);
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    text[len] = '\0';
-    fclose(f);
+    const char *text = kbt_slurp(file);
+    assert_non_null(text);
     return text;
 }
 

@@ -32,23 +32,16 @@ static const char *path(const char *name)
     return p;
 }
 
-static char *slurp(const char *file)
+static const char *slurp(const char *file)
 {
-    static char buf[65536];
-    FILE *f = fopen(file, "r");
-    assert_non_null(f);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    const char *text = kbt_slurp(file);
+    assert_non_null(text);
+    return text;
 }
 
 static void spit(const char *file, const char *text)
 {
-    FILE *f = fopen(file, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    assert_int_equal(kbt_spit(file, text), 0);
 }
 
 static int kill_in_round; /* a rank of round kill_in_round SIGKILLs its process; 0 = never */
