@@ -20,6 +20,8 @@ install_tree() {
         || { echo "no libkbthreads.so.0 (SONAME link) installed"; exit 1; }
     find "$prefix/share/gdb/auto-load" -name 'libkbthreads.so.*-gdb.py' | grep -q . \
         || { echo "no gdb auto-load script installed"; exit 1; }
+    "$prefix/bin/kbthreads-explore" --help | grep -q -- --compare-output \
+        || { echo "no runnable kbthreads-explore installed"; exit 1; }
 }
 
 case "$mode" in
