@@ -364,7 +364,8 @@ typedef struct kb_spawn_opts {
      *  cancellation rules are unchanged; cancellation stays in rank order.
      *  When schedule is KB_SCHED_ROUND_ROBIN the environment may select one:
      *  KB_SCHED_SEED=n (seeded, seed n), KB_SCHED_PCT=seed:depth[:rounds]
-     *  or KB_SCHED_EXHAUSTIVE=index:limit (malformed values are ignored
+     *  or KB_SCHED_EXHAUSTIVE=index:limit (the index taken modulo the
+     *  count, so one serves spawns of any size; malformed values are ignored
      *  with a warning). Others: KB_EINVAL. */
     kb_schedule schedule;
     /** The seed of KB_SCHED_SEEDED and KB_SCHED_PCT. */
