@@ -9,7 +9,7 @@ DEMO_ARGS ?=
 
 DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-dev python3-pytest python3-greenlet gdb
 
-.PHONY: all deps build demo demo-cpp test test-fast docs format format-check install clean help
+.PHONY: all deps build demo demo-cpp explore-demo test test-fast docs format format-check install clean help
 
 PREFIX ?= /usr/local
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null || \
@@ -20,6 +20,7 @@ all: build
 help:
 	@echo "make demo       build and run the demo (ring all-reduce over 8 simulated ranks)"
 	@echo "make demo-cpp   the same demo written with the C++ layer (same output)"
+	@echo "make explore-demo  kbthreads-explore finds, shrinks and replays a planted rank-order bug"
 	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
 	@echo "make test-fast  the suite without the Valgrind and sanitizer passes"
@@ -67,6 +68,14 @@ demo: build
 
 demo-cpp: build
 	./$(BUILD)/examples/kbdemo_cpp $(DEMO_ARGS)
+
+# kbthreads-explore on the planted order bug of tests/explore/explore_target.c
+# (docs/scheduling.md): it must find it (exit status 1), and the printed
+# replay must fail again.
+explore-demo: build
+	./$(BUILD)/kbthreads-explore --runs 20 --out $(BUILD)/explore-demo -- ./$(BUILD)/tests/explore/explore_target bug; \
+	  test $$? -eq 1
+	KB_REPLAY=$(BUILD)/explore-demo/shrunk.schedule ./$(BUILD)/tests/explore/explore_target bug; test $$? -eq 1
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind

@@ -1,5 +1,5 @@
 # Installation: headers (C, and the header-only C++ layer), shared library (SONAME libkbthreads.so.<major>),
-# static library, pkg-config file, CMake package, API docs when built.
+# static library, pkg-config file, CMake package, API docs when built, kbthreads-dump and kbthreads-explore.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS kbthreads kbthreads_static EXPORT kbthreadsTargets
@@ -46,3 +46,12 @@ install(CODE "
 # it from (<bindir>/../share/kbthreads/kbthreads_gdb.py).
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/kbthreads-dump DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/gdb/kbthreads_gdb.py DESTINATION share/kbthreads)
+
+# kbthreads-explore: bindings/python/kbthreads/explore.py, a stdlib-only
+# Python script that never loads the library (the binding runs the same
+# file as python3 -m kbthreads.explore). A copy in the build tree runs from
+# there (<build>/kbthreads-explore).
+configure_file(${PROJECT_SOURCE_DIR}/bindings/python/kbthreads/explore.py ${PROJECT_BINARY_DIR}/kbthreads-explore
+  COPYONLY FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/bindings/python/kbthreads/explore.py DESTINATION ${CMAKE_INSTALL_BINDIR}
+  RENAME kbthreads-explore)

@@ -295,8 +295,16 @@ typedef int (*kb_rank_fn)(int rank, void *arg);
 /** The order of ranks within a round (kb_spawn_opts.schedule). */
 typedef enum kb_schedule {
     KB_SCHED_ROUND_ROBIN = 0, /**< rank order (the reference's) */
-    KB_SCHED_SEEDED = 1       /**< a permutation per round drawn from kb_spawn_opts.seed */
+    KB_SCHED_SEEDED = 1,      /**< a permutation per round drawn from kb_spawn_opts.seed */
+    /** Probabilistic concurrency testing over rounds: ranks by random priority, pct_depth - 1
+     *  demotions (kb_spawn_opts.pct_depth, docs/scheduling.md) */
+    KB_SCHED_PCT = 2,
+    /** Every order of the first rounds, one per exhaustive_index (kb_spawn_opts.exhaustive_limit) */
+    KB_SCHED_EXHAUSTIVE = 3
 } kb_schedule;
+
+/** The largest kb_spawn_opts.pct_depth. */
+#define KB_SCHED_PCT_MAX_DEPTH 4096
 
 struct kb_spawn_stats;
 
@@ -353,26 +361,37 @@ typedef struct kb_spawn_opts {
      *  Other values: KB_EINVAL. */
     int affinity;
     /** The order of the ranks within a round: KB_SCHED_ROUND_ROBIN (default,
-     *  rank order, the reference's) or KB_SCHED_SEEDED (each round visits the
-     *  live ranks in a permutation drawn from seed; the same seed and
-     *  program give the same trace, always). Drain, failure and cancellation
-     *  rules are unchanged; cancellation stays in rank order. The
-     *  environment's KB_SCHED_SEED=n selects KB_SCHED_SEEDED with seed n
-     *  when schedule is KB_SCHED_ROUND_ROBIN. Others: KB_EINVAL. */
+     *  rank order, the reference's), KB_SCHED_SEEDED (each round visits the
+     *  live ranks in a permutation drawn from seed), KB_SCHED_PCT (see
+     *  pct_depth) or KB_SCHED_EXHAUSTIVE (see exhaustive_limit); the same
+     *  options and program give the same trace, always. Drain, failure and
+     *  cancellation rules are unchanged; cancellation stays in rank order.
+     *  When schedule is KB_SCHED_ROUND_ROBIN the environment may select one:
+     *  KB_SCHED_SEED=n (seeded, seed n), KB_SCHED_PCT=seed:depth[:rounds]
+     *  or KB_SCHED_EXHAUSTIVE=index:limit (the index taken modulo the
+     *  count, so one serves spawns of any size; malformed values are ignored
+     *  with a warning). Others: KB_EINVAL. */
     kb_schedule schedule;
-    /** The seed of KB_SCHED_SEEDED. */
+    /** The seed of KB_SCHED_SEEDED and KB_SCHED_PCT. */
     uint64_t seed;
     /** Write the executed schedule (docs/scheduling.md has the format) to
-     *  this file when the spawn ends; also KB_RECORD=path. A file that
-     *  cannot be created fails the spawn before any rank runs with its
-     *  negative errno. */
+     *  this file, one write per round as the spawn runs (a process that
+     *  crashes or is killed leaves every round it began); also
+     *  KB_RECORD=path, where the process's first spawn truncates the file
+     *  and each later one appends its own recording. A file that cannot be
+     *  created fails the spawn before any rank runs with its negative
+     *  errno. */
     const char *record_path;
     /** Force the schedule recorded in this file: each round visits the
      *  ranks in the recorded order. When the program no longer matches (a
      *  round's live ranks differ from the recording, or it runs more or
      *  fewer rounds) the spawn fails with KB_EDIVERGED, naming the turn.
-     *  Overrides schedule. Also KB_REPLAY=path. An unreadable or malformed
-     *  file: its negative errno or KB_EINVAL before any rank runs. */
+     *  Overrides schedule. Also KB_REPLAY=path; a file of several
+     *  recordings gives the process's k-th spawn that reads KB_REPLAY the
+     *  k-th (KB_EDIVERGED before any rank runs when it has none). A
+     *  partial schedule (a "partial" line) forces only the rounds it lists
+     *  and never diverges. An unreadable or malformed file: its negative
+     *  errno or KB_EINVAL before any rank runs. */
     const char *replay_path;
     /** Write a Chrome trace-event JSON timeline (Perfetto, chrome://tracing)
      *  to this file when the spawn ends: a track per rank and one for the
@@ -388,6 +407,29 @@ typedef struct kb_spawn_opts {
     /** Filled with the spawn's statistics when kb_spawn returns (or
      *  kb_join, each time); NULL = none. */
     struct kb_spawn_stats *stats;
+    /** KB_SCHED_PCT: the depth d, 1 to KB_SCHED_PCT_MAX_DEPTH (else
+     *  KB_EINVAL). Every rank gets a distinct random priority when the
+     *  spawn starts and each round visits the live ranks by descending
+     *  priority; at d - 1 distinct rounds drawn from the first pct_rounds,
+     *  the rank that runs first in that round drops to the lowest priority
+     *  from the next round on. All draws come from seed (docs/scheduling.md
+     *  gives the exact draws and what a run guarantees). */
+    unsigned pct_depth;
+    /** KB_SCHED_PCT: R, the number of rounds the change points are drawn
+     *  from, an estimate of the rounds the spawn runs; 0 = 2 * nprocs (at
+     *  least 1). */
+    uint64_t pct_rounds;
+    /** KB_SCHED_EXHAUSTIVE: which schedule, 0 to count - 1 (else
+     *  KB_EINVAL), where count = (nprocs!)^k for the largest k with count
+     *  <= exhaustive_limit. Read in base nprocs!, digit i (least
+     *  significant first) is the order of round i + 1, as the index of a
+     *  permutation of the live ranks in lexicographic order (taken modulo
+     *  m! when m < nprocs ranks are live); rounds after the first k run in
+     *  rank order. Index 0 is round-robin. */
+    uint64_t exhaustive_index;
+    /** KB_SCHED_EXHAUSTIVE: the most schedules to enumerate, at least 1
+     *  (else KB_EINVAL). */
+    uint64_t exhaustive_limit;
 } kb_spawn_opts;
 
 /** kb_spawn_opts.affinity: everything on the driver's CPU. */

@@ -19,6 +19,7 @@
 #ifdef KB_HAVE_VALGRIND_H
 #include <valgrind/valgrind.h>
 #endif
+#include "order.h"
 #include "schedule.h"
 #include "timeline.h"
 
@@ -29,6 +30,18 @@ static void *aligned_zalloc(size_t n)
         return NULL;
     memset(p, 0, n);
     return p;
+}
+
+#define KB_STR_(x) #x
+#define KB_STR(x)  KB_STR_(x)
+
+/* KB_SCHED_EXHAUSTIVE's index and limit for nprocs ranks. */
+static int exhaustive_ok(int nprocs, uint64_t index, uint64_t limit)
+{
+    unsigned k;
+    uint64_t count;
+    kb_exhaustive_span(nprocs, limit, &k, &count);
+    return limit >= 1 && index < count;
 }
 
 /* A non-negative integer from the environment, or -1 when unset. A value
@@ -206,6 +219,131 @@ static const char *path_option(const char *given, const char *env)
     return v && *v ? v : NULL;
 }
 
+/* "a:b[:c]" of unsigned integers (C syntax: 0x.. too) into v[0..max):
+ * how many, or -1 when malformed. */
+static int parse_numbers(const char *s, uint64_t *v, int max)
+{
+    int n = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        if (n == max || *s == '-' || *s == ' ')
+            return -1;
+        v[n++] = strtoull(s, &end, 0);
+        if (errno || end == s)
+            return -1;
+        if (*end == '\0')
+            return n;
+        if (*end != ':')
+            return -1;
+        s = end + 1;
+    }
+}
+
+/* The schedule from the environment, when the code left it round-robin:
+ * the first of KB_SCHED_SEED, KB_SCHED_PCT, KB_SCHED_EXHAUSTIVE that is
+ * set and well formed. */
+static void schedule_from_env(struct kb_run *run)
+{
+    static const char *const names[] = {"KB_SCHED_SEED", "KB_SCHED_PCT", "KB_SCHED_EXHAUSTIVE"};
+    static const char *const forms[] = {
+        "an integer", "seed:depth[:rounds], depth 1.." KB_STR(KB_SCHED_PCT_MAX_DEPTH) ", rounds >= 1",
+        "index:limit, limit >= 1"};
+    const char *chosen = NULL;
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(names[i]);
+        if (!v || !*v)
+            continue;
+        if (chosen) {
+            fprintf(stderr, "kbthreads: ignoring %s=%s (%s is set)\n", names[i], v, chosen);
+            continue;
+        }
+        uint64_t x[3] = {0, 0, 0};
+        static const int most[] = {1, 3, 2};
+        int n = parse_numbers(v, x, most[i]), ok;
+        if (i == 0)
+            ok = n == 1;
+        else if (i == 1)
+            ok = n >= 2 && x[1] >= 1 && x[1] <= KB_SCHED_PCT_MAX_DEPTH && (n == 2 || x[2] >= 1);
+        else
+            ok = n == 2 && x[1] >= 1;
+        if (!ok) {
+            fprintf(stderr, "kbthreads: ignoring %s=%s (not %s)\n", names[i], v, forms[i]);
+            continue;
+        }
+        chosen = names[i];
+        run->schedule = i == 0 ? KB_SCHED_SEEDED : i == 1 ? KB_SCHED_PCT : KB_SCHED_EXHAUSTIVE;
+        if (i < 2) {
+            run->seed = x[0];
+            run->pct_depth = (unsigned)x[1];
+            run->pct_rounds = x[2];
+        } else {
+            /* modulo the count: one index serves spawns of every size */
+            unsigned k;
+            uint64_t count;
+            kb_exhaustive_span(run->nprocs, x[1], &k, &count);
+            run->ex_index = x[0] % count;
+            run->ex_limit = x[1];
+        }
+    }
+}
+
+/* The spawns of this process that recorded to KB_RECORD's file (replayed
+ * from KB_REPLAY's): the k-th since the variable named that file writes
+ * (reads) the file's k-th recording. Spawns on different threads count in
+ * the order they start. */
+struct env_file {
+    pthread_mutex_t lock;
+    char path[4096];
+    int spawns;
+};
+static struct env_file env_record = {PTHREAD_MUTEX_INITIALIZER, "", 0};
+static struct env_file env_replay = {PTHREAD_MUTEX_INITIALIZER, "", 0};
+
+static int env_spawn_number(struct env_file *e, const char *path)
+{
+    pthread_mutex_lock(&e->lock);
+    if (strncmp(e->path, path, sizeof e->path - 1) != 0) {
+        snprintf(e->path, sizeof e->path, "%s", path);
+        e->spawns = 0;
+    }
+    int n = ++e->spawns;
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
+
+static int open_replay(struct kb_run *run, const kb_spawn_opts *opts)
+{
+    const char *given = opts ? opts->replay_path : NULL, *path = path_option(given, "KB_REPLAY");
+    if (!path)
+        return 0;
+    int line, spawn = given ? 0 : env_spawn_number(&env_replay, path);
+    int rc = kb_replay_open(path, run->nprocs, spawn, &run->replay, &line);
+    if (rc == KB_EINVAL)
+        fprintf(stderr, "kbthreads: %s:%d: not a kbthreads-schedule 1 recording\n", path, line);
+    if (rc == KB_EDIVERGED && run->replay)
+        fprintf(stderr, "kbthreads: %s was recorded for %d ranks, not %d\n", path,
+                kb_replay_nprocs(run->replay), run->nprocs);
+    else if (rc == KB_EDIVERGED)
+        fprintf(stderr, "kbthreads: %s holds %d recordings; this is the process's spawn %d\n", path, line,
+                spawn);
+    return rc;
+}
+
+static int open_record(struct kb_run *run, const kb_spawn_opts *opts)
+{
+    const char *given = opts ? opts->record_path : NULL, *path = path_option(given, "KB_RECORD");
+    if (!path)
+        return 0;
+    int spawn = given ? 0 : env_spawn_number(&env_record, path);
+    char *what = kb_order_describe(run);
+    if (!what)
+        return KB_ENOMEM;
+    int rc = kb_record_open(path, spawn > 1, spawn, run->nprocs, what, &run->record);
+    free(what);
+    return rc;
+}
+
 /* The scheduling options (schedule, record, replay, trace, max_rounds,
  * stats). Files are opened here, before any rank runs: 0, a negative errno,
  * KB_EINVAL (a malformed recording) or KB_EDIVERGED (recorded for another
@@ -214,19 +352,18 @@ static int resolve_schedule_options(struct kb_run *run, const kb_spawn_opts *opt
 {
     run->schedule = opts ? (int)opts->schedule : KB_SCHED_ROUND_ROBIN;
     run->seed = opts ? opts->seed : 0;
-    const char *seed_env = getenv("KB_SCHED_SEED");
-    if (run->schedule == KB_SCHED_ROUND_ROBIN && seed_env && *seed_env) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(seed_env, &end, 0);
-        if (errno || *end) {
-            fprintf(stderr, "kbthreads: ignoring KB_SCHED_SEED=%s (not an integer)\n", seed_env);
-        } else {
-            run->schedule = KB_SCHED_SEEDED;
-            run->seed = v;
-        }
-    }
+    run->pct_depth = opts ? opts->pct_depth : 0;
+    run->pct_rounds = opts ? opts->pct_rounds : 0;
+    run->ex_index = opts ? opts->exhaustive_index : 0;
+    run->ex_limit = opts ? opts->exhaustive_limit : 0;
+    if (run->schedule == KB_SCHED_ROUND_ROBIN)
+        schedule_from_env(run);
+    if (run->schedule == KB_SCHED_PCT && !run->pct_rounds)
+        run->pct_rounds = run->nprocs > 0 ? 2 * (uint64_t)run->nprocs : 1;
     run->rng = run->seed;
+    int rc = kb_order_setup(run);
+    if (rc != 0)
+        return rc;
     run->max_rounds = opts ? opts->max_rounds : 0;
     long n;
     if (!run->max_rounds && (n = env_number("KB_MAX_ROUNDS")) > 0)
@@ -234,21 +371,7 @@ static int resolve_schedule_options(struct kb_run *run, const kb_spawn_opts *opt
     run->stats = opts ? opts->stats : NULL;
     run->start_ns = kb_now_ns();
 
-    int rc;
-    const char *replay = path_option(opts ? opts->replay_path : NULL, "KB_REPLAY");
-    if (replay) {
-        int line;
-        rc = kb_replay_open(replay, run->nprocs, &run->replay, &line);
-        if (rc == KB_EINVAL)
-            fprintf(stderr, "kbthreads: %s:%d: not a kbthreads-schedule 1 recording\n", replay, line);
-        if (rc == KB_EDIVERGED)
-            fprintf(stderr, "kbthreads: %s was recorded for %d ranks, not %d\n", replay,
-                    kb_replay_nprocs(run->replay), run->nprocs);
-        if (rc != 0)
-            return rc;
-    }
-    const char *record = path_option(opts ? opts->record_path : NULL, "KB_RECORD");
-    if (record && (rc = kb_record_open(record, run->nprocs, run->schedule, run->seed, &run->record)) != 0)
+    if ((rc = open_replay(run, opts)) != 0 || (rc = open_record(run, opts)) != 0)
         return rc;
     const char *trace = path_option(opts ? opts->trace_path : NULL, "KB_TRACE");
     if (trace && (rc = kb_tl_open(run, trace)) != 0)
@@ -293,7 +416,14 @@ static int check_spawn_args(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const 
         if (opts->affinity != 0 && opts->affinity != KB_AFFINITY_ONE_CPU &&
             opts->affinity != KB_AFFINITY_SPREAD)
             return KB_EINVAL;
-        if (opts->schedule != KB_SCHED_ROUND_ROBIN && opts->schedule != KB_SCHED_SEEDED)
+        if (opts->schedule != KB_SCHED_ROUND_ROBIN && opts->schedule != KB_SCHED_SEEDED &&
+            opts->schedule != KB_SCHED_PCT && opts->schedule != KB_SCHED_EXHAUSTIVE)
+            return KB_EINVAL;
+        if (opts->schedule == KB_SCHED_PCT &&
+            (opts->pct_depth < 1 || opts->pct_depth > KB_SCHED_PCT_MAX_DEPTH))
+            return KB_EINVAL;
+        if (opts->schedule == KB_SCHED_EXHAUSTIVE &&
+            !exhaustive_ok(nprocs, opts->exhaustive_index, opts->exhaustive_limit))
             return KB_EINVAL;
     }
     return 0;
@@ -340,6 +470,7 @@ static void run_free(struct kb_run *run)
     if (run->tl)
         kb_tl_close(run);
     kb_replay_free(run->replay);
+    kb_order_free(run);
     free(run->live);
     free(run->stop_detail);
     free(run->order);

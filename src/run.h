@@ -147,8 +147,20 @@ struct kb_run {
     int *cpus;    /* with KB_AFFINITY_SPREAD: the driver's CPUs; rank r runs on cpus[r % ncpus] */
     int ncpus;
     int schedule; /* kb_schedule */
-    uint64_t rng; /* KB_SCHED_SEEDED: the generator's state */
+    uint64_t rng; /* KB_SCHED_SEEDED, KB_SCHED_PCT: the generator's state */
     uint64_t seed;
+    /* KB_SCHED_PCT (order.c), (B) once running */
+    unsigned pct_depth;
+    uint64_t pct_rounds;
+    int *pct_list;         /* every rank, by descending priority */
+    uint64_t *pct_changes; /* the change rounds, ascending */
+    uint64_t npct_changes;
+    uint64_t pct_next; /* the first change round not reached */
+    /* KB_SCHED_EXHAUSTIVE (order.c), (B) once running */
+    uint64_t ex_index, ex_limit;
+    uint64_t ex_fact;         /* nprocs!, the base the index is read in */
+    uint64_t ex_rest;         /* the index's digits not used yet */
+    unsigned ex_k;            /* rounds enumerated */
     uint64_t max_rounds;      /* 0 = none */
     kb_spawn_stats *stats;    /* the caller's, filled at the end */
     int observe;              /* stats or a timeline: time turns */

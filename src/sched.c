@@ -5,7 +5,8 @@
  * which ranks use to find the next holder.
  *
  * A round: the driver builds the round's order (the live ranks in rank
- * order, a seeded permutation of them, or the recorded order of a replay)
+ * order, a strategy's permutation of them (order.c), or the recorded order
+ * of a replay)
  * and hands the baton to its first rank; each rank, when it suspends or
  * finishes, hands it straight to the next rank of the order. The last one
  * hands it back to the driver when the round's drain has work (or the
@@ -24,6 +25,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "order.h"
 #include "run.h"
 #include "schedule.h"
 #include "timeline.h"
@@ -231,6 +233,12 @@ static void live_list(const struct kb_run *run, const int *ranks, int n, char *b
     (void)run;
 }
 
+/* A replay that checks the program against it (not a partial schedule). */
+static int replay_strict(const struct kb_run *run)
+{
+    return run->replay && !kb_replay_partial(run->replay);
+}
+
 /* Build this round's order. 0, or KB_EDIVERGED (run->stop_detail set). */
 static int build_order(struct kb_run *run)
 {
@@ -238,10 +246,15 @@ static int build_order(struct kb_run *run)
     for (int i = 0; i < run->nprocs; i++)
         if (run->ranks[i].state != KB_RS_FINISHED)
             run->order[run->norder++] = i;
-    if (run->replay) {
+    uint64_t round = run->rounds + 1;
+    if (run->replay && kb_replay_partial(run->replay)) {
         const int *want;
         int nwant;
-        uint64_t round = run->rounds + 1;
+        if (kb_replay_round(run->replay, round, &want, &nwant))
+            kb_order_partial(run, want, nwant);
+    } else if (run->replay) {
+        const int *want;
+        int nwant;
         if (!kb_replay_round(run->replay, round, &want, &nwant)) {
             run->diverged_turn = run->turns + 1;
             char live[256];
@@ -268,17 +281,11 @@ static int build_order(struct kb_run *run)
         for (int i = 0; i < nwant; i++)
             run->order[i] = want[i];
     } else if (run->schedule == KB_SCHED_SEEDED) {
-        /* Fisher-Yates with splitmix64: the same seed, the same orders. */
-        for (int i = run->norder - 1; i > 0; i--) {
-            uint64_t z = (run->rng += 0x9e3779b97f4a7c15ull);
-            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-            z ^= z >> 31;
-            int j = (int)(z % (uint64_t)(i + 1));
-            int t = run->order[i];
-            run->order[i] = run->order[j];
-            run->order[j] = t;
-        }
+        kb_order_seeded(run); /* the same seed, the same orders */
+    } else if (run->schedule == KB_SCHED_PCT) {
+        kb_order_pct(run, round);
+    } else if (run->schedule == KB_SCHED_EXHAUSTIVE) {
+        kb_order_exhaustive(run, round);
     }
     return 0;
 }
@@ -287,8 +294,10 @@ static int build_order(struct kb_run *run)
 static void begin_round(struct kb_run *run)
 {
     run->rounds++;
-    if (run->record)
+    if (run->record) {
         kb_record_round(run->record, run->rounds, run->order, run->norder);
+        kb_record_flush(run->record); /* on disk before any of its turns */
+    }
     run->round_t0 = run->tl ? kb_now_ns() : 0;
     run->stop = KB_STOP_NONE;
     run->pos = 0;
@@ -303,10 +312,10 @@ static void end_round(struct kb_run *run)
 int kb_round_boundary(struct kb_run *run)
 {
     /* Anything for the driver: a drain with work (the engine's hooks run
-     * on the driver), the end of the spawn, a round limit, a replay to
-     * check, or a timed kb_join whose deadline passed (join_due: one load
+     * on the driver), the end of the spawn, a round limit, a strict
+     * replay to check, or a timed kb_join whose deadline passed (join_due: one load
      * of a word the driver writes at most once per join). */
-    if (ck_pr_load_int(&run->join_due) || run->replay || run->nlive == 0 ||
+    if (ck_pr_load_int(&run->join_due) || replay_strict(run) || run->nlive == 0 ||
         kb_queue_len(&run->ctx->waits) > 0 || kb_queue_len(&run->ctx->colls) > 0 ||
         (run->max_rounds && run->rounds >= run->max_rounds))
         return KB_DRIVER;
@@ -320,7 +329,7 @@ int kb_round_boundary(struct kb_run *run)
     }
     if (run->record)
         kb_record_drain(run->record, run->rounds, 0);
-    build_order(run); /* cannot diverge: no replay here */
+    build_order(run); /* cannot diverge: no strict replay here */
     begin_round(run);
     return run->order[0];
 }
@@ -328,7 +337,7 @@ int kb_round_boundary(struct kb_run *run)
 int kb_sched_round(struct kb_run *run)
 {
     if (run->nlive == 0) {
-        if (run->replay && kb_replay_rounds(run->replay) > run->rounds) {
+        if (replay_strict(run) && kb_replay_rounds(run->replay) > run->rounds) {
             run->diverged_turn = run->turns + 1;
             run->stop_detail =
                 kb_format("replay diverged at turn %llu (round %llu): every rank finished after "
@@ -377,7 +386,7 @@ int kb_sched_round(struct kb_run *run)
         return stop_run(run, KB_ESPAWN);
     }
     if (run->nlive == 0) {
-        if (run->replay && kb_replay_rounds(run->replay) > run->rounds)
+        if (replay_strict(run) && kb_replay_rounds(run->replay) > run->rounds)
             return kb_sched_round(run); /* reports the divergence */
         if (run->record)
             kb_record_end(run->record, "ok");

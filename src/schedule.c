@@ -2,21 +2,26 @@
 #include "schedule.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "kbthreads.h"
 
-/* The record is kept in memory while the spawn runs (the driver appends at
- * round boundaries) and written by kb_record_close, so recording never
- * changes timing inside a round. */
+/* The record is written as the spawn runs: lines are appended to a buffer
+ * by the baton holder (the driver, or the rank running a round boundary)
+ * and written out with one write(2) when a round begins (kb_record_flush),
+ * so a process that crashes or is killed leaves every round it started on
+ * disk, and nothing is written inside a round. */
 struct kb_record {
-    FILE *f;
+    int fd;
     char *buf;
     size_t len, cap;
     int oom;
+    int err; /* the first write error, a negative errno */
 };
 
 static void append(struct kb_record *r, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
@@ -55,24 +60,37 @@ static void put(struct kb_record *r, const char *fmt, ...)
     va_end(ap);
 }
 
-int kb_record_open(const char *path, int nprocs, int schedule, uint64_t seed, struct kb_record **out)
+int kb_record_open(const char *path, int append_to, int spawn, int nprocs, const char *schedule,
+                   struct kb_record **out)
 {
     struct kb_record *r = kb_calloc(1, sizeof *r);
     if (!r)
         return KB_ENOMEM;
-    r->f = fopen(path, "w");
-    if (!r->f) {
+    r->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append_to ? O_APPEND : O_TRUNC), 0666);
+    if (r->fd < 0) {
         int e = errno;
         free(r);
         return -e;
     }
-    put(r, "kbthreads-schedule 1\nnprocs %d\n", nprocs);
-    if (schedule == KB_SCHED_SEEDED)
-        put(r, "schedule seeded %llu\n", (unsigned long long)seed);
-    else
-        put(r, "schedule round-robin\n");
+    put(r, "kbthreads-schedule 1\n");
+    if (spawn > 0)
+        put(r, "spawn %d\n", spawn);
+    put(r, "nprocs %d\nschedule %s\n", nprocs, schedule);
+    kb_record_flush(r);
     *out = r;
     return 0;
+}
+
+void kb_record_flush(struct kb_record *r)
+{
+    for (size_t off = 0; off < r->len && !r->err;) {
+        ssize_t n = write(r->fd, r->buf + off, r->len - off);
+        if (n < 0 && errno != EINTR)
+            r->err = -errno;
+        else if (n > 0)
+            off += (size_t)n;
+    }
+    r->len = 0;
 }
 
 void kb_record_round(struct kb_record *r, uint64_t round, const int *order, int n)
@@ -100,12 +118,10 @@ void kb_record_end(struct kb_record *r, const char *fmt, ...)
 
 int kb_record_close(struct kb_record *r)
 {
-    int rc = 0;
-    if (r->oom)
-        rc = KB_ENOMEM;
-    else if (r->len && fwrite(r->buf, 1, r->len, r->f) != r->len)
-        rc = -errno;
-    if (fclose(r->f) != 0 && rc == 0)
+    if (!r->oom)
+        kb_record_flush(r);
+    int rc = r->oom ? KB_ENOMEM : r->err;
+    if (close(r->fd) != 0 && rc == 0)
         rc = -errno;
     free(r->buf);
     free(r);
@@ -114,10 +130,14 @@ int kb_record_close(struct kb_record *r)
 
 /* ---- replay -------------------------------------------------------------- */
 
+/* One recording (a section of a file: docs/scheduling.md). */
 struct kb_replay {
     int nprocs;
+    int partial;  /* a "partial" line: see kb_replay_partial */
+    int numbered; /* a "spawn" line: one of a process's several recordings */
     uint64_t nrounds;
-    int **orders; /* orders[k]: round k+1 */
+    uint64_t *nums; /* nums[i]: the round number orders[i] is for */
+    int **orders;
     int *lens;
 };
 
@@ -129,10 +149,11 @@ void kb_replay_free(struct kb_replay *r)
         free(r->orders[i]);
     free(r->orders);
     free(r->lens);
+    free(r->nums);
     free(r);
 }
 
-static int add_round(struct kb_replay *r, int *order, int n)
+static int add_round(struct kb_replay *r, uint64_t num, int *order, int n)
 {
     int **no = kb_realloc(r->orders, (r->nrounds + 1) * sizeof *no);
     if (!no)
@@ -142,19 +163,26 @@ static int add_round(struct kb_replay *r, int *order, int n)
     if (!nl)
         return KB_ENOMEM;
     r->lens = nl;
+    uint64_t *nn = kb_realloc(r->nums, (r->nrounds + 1) * sizeof *nn);
+    if (!nn)
+        return KB_ENOMEM;
+    r->nums = nn;
     r->orders[r->nrounds] = order;
     r->lens[r->nrounds] = n;
+    r->nums[r->nrounds] = num;
     r->nrounds++;
     return 0;
 }
 
-/* Parse "round K r r r": 0, KB_EINVAL or KB_ENOMEM. */
+/* Parse "round K r r r": 0, KB_EINVAL or KB_ENOMEM. A full recording
+ * numbers its rounds from 1 without gaps; a partial one in rising order. */
 static int parse_round(struct kb_replay *r, char *rest)
 {
     char *end;
     errno = 0;
     unsigned long long k = strtoull(rest, &end, 10);
-    if (errno || end == rest || k != r->nrounds + 1 || r->nprocs <= 0)
+    uint64_t last = r->nrounds ? r->nums[r->nrounds - 1] : 0;
+    if (errno || end == rest || r->nprocs <= 0 || (r->partial ? k <= last : k != last + 1))
         return KB_EINVAL;
     int *order = kb_malloc((size_t)r->nprocs * sizeof *order);
     char *seen = kb_calloc((size_t)r->nprocs, 1);
@@ -184,65 +212,127 @@ static int parse_round(struct kb_replay *r, char *rest)
         free(order);
         return KB_EINVAL;
     }
-    int rc = add_round(r, order, n);
+    int rc = add_round(r, (uint64_t)k, order, n);
     if (rc != 0)
         free(order);
     return rc;
 }
 
-int kb_replay_open(const char *path, int nprocs, struct kb_replay **out, int *line)
+static int is_header(const char *buf)
+{
+    return strcmp(buf, "kbthreads-schedule 1\n") == 0 || strcmp(buf, "kbthreads-schedule 1") == 0;
+}
+
+/* One line of a recording's body into r: 0, KB_EINVAL or KB_ENOMEM. */
+static int parse_line(struct kb_replay *r, char *buf)
+{
+    if (strncmp(buf, "nprocs ", 7) == 0) {
+        char *end;
+        long n = strtol(buf + 7, &end, 10);
+        if (n < 0 || n > 1 << 24 || r->nprocs >= 0 || (*end != '\n' && *end != '\0'))
+            return KB_EINVAL;
+        r->nprocs = (int)n;
+        return 0;
+    }
+    if (strcmp(buf, "partial\n") == 0 || strcmp(buf, "partial") == 0) {
+        r->partial = 1;
+        return 0;
+    }
+    if (strncmp(buf, "spawn ", 6) == 0)
+        r->numbered = 1;
+    if (strncmp(buf, "round ", 6) == 0)
+        return parse_round(r, buf + 6);
+    return 0; /* spawn, schedule, drain, end and unknown lines: informational */
+}
+
+struct sections {
+    struct kb_replay **v;
+    int n;
+};
+
+static void sections_free(struct sections *s)
+{
+    for (int i = 0; i < s->n; i++)
+        kb_replay_free(s->v[i]);
+    free(s->v);
+}
+
+static int new_section(struct sections *s)
+{
+    struct kb_replay **nv = kb_realloc(s->v, (size_t)(s->n + 1) * sizeof *nv);
+    if (!nv)
+        return KB_ENOMEM;
+    s->v = nv;
+    if (!(s->v[s->n] = kb_calloc(1, sizeof **s->v)))
+        return KB_ENOMEM;
+    s->v[s->n++]->nprocs = -1;
+    return 0;
+}
+
+/* Every recording of the file, each begun by its header line. */
+static int read_sections(FILE *f, struct sections *s, int *line)
+{
+    char buf[65536];
+    int rc = 0;
+    while (rc == 0 && fgets(buf, sizeof buf, f)) {
+        (*line)++;
+        if (!strchr(buf, '\n') && !feof(f))
+            return KB_EINVAL; /* a line longer than we read */
+        if (buf[0] == '#' || buf[0] == '\n')
+            continue;
+        if (is_header(buf)) {
+            if (s->n > 0 && s->v[s->n - 1]->nprocs < 0)
+                return KB_EINVAL; /* the previous one had no nprocs */
+            rc = new_section(s);
+        } else if (s->n == 0) {
+            rc = KB_EINVAL;
+        } else {
+            rc = parse_line(s->v[s->n - 1], buf);
+        }
+    }
+    if (rc == 0 && ferror(f))
+        return -EIO;
+    if (rc == 0 && (s->n == 0 || s->v[s->n - 1]->nprocs < 0)) {
+        (*line)++;
+        return KB_EINVAL;
+    }
+    return rc;
+}
+
+int kb_replay_open(const char *path, int nprocs, int spawn, struct kb_replay **out, int *line)
 {
     *line = 0;
+    *out = NULL;
     FILE *f = fopen(path, "r");
     if (!f)
         return -errno;
-    struct kb_replay *r = kb_calloc(1, sizeof *r);
-    if (!r) {
-        fclose(f);
-        return KB_ENOMEM;
-    }
-    r->nprocs = -1;
-    char buf[65536];
-    int rc = 0, version = 0;
-    while (rc == 0 && fgets(buf, sizeof buf, f)) {
-        (*line)++;
-        if (!strchr(buf, '\n') && !feof(f)) {
-            rc = KB_EINVAL; /* a line longer than we read */
-            break;
-        }
-        if (buf[0] == '#' || buf[0] == '\n')
-            continue;
-        if (!version) {
-            if (strcmp(buf, "kbthreads-schedule 1\n") != 0 && strcmp(buf, "kbthreads-schedule 1") != 0)
-                rc = KB_EINVAL;
-            version = 1;
-        } else if (strncmp(buf, "nprocs ", 7) == 0) {
-            char *end;
-            long n = strtol(buf + 7, &end, 10);
-            if (n < 0 || n > 1 << 24 || r->nprocs >= 0 || (*end != '\n' && *end != '\0'))
-                rc = KB_EINVAL;
-            else
-                r->nprocs = (int)n;
-        } else if (strncmp(buf, "round ", 6) == 0) {
-            rc = parse_round(r, buf + 6);
-        }
-        /* schedule, drain, end and unknown lines: informational */
-    }
-    if (rc == 0 && ferror(f))
-        rc = -EIO;
-    if (rc == 0 && (!version || r->nprocs < 0)) {
-        rc = KB_EINVAL;
-        (*line)++;
-    }
+    struct sections s = {0};
+    int rc = read_sections(f, &s, line);
     fclose(f);
-    if (rc == 0 && r->nprocs != nprocs)
-        rc = KB_EDIVERGED;
-    if (rc != 0 && rc != KB_EDIVERGED) {
-        kb_replay_free(r);
+    if (rc != 0) {
+        sections_free(&s);
         return rc;
     }
-    *out = r;
+    /* One recording without a "spawn" line serves every spawn; otherwise
+     * spawn k gets the k-th. */
+    int k = (s.n == 1 && !s.v[0]->numbered) || spawn < 1 ? 0 : spawn - 1;
+    if (k >= s.n) {
+        /* Past the last: round-robin after a partial schedule, else a
+         * program that spawns more often than the recorded one did. */
+        rc = s.v[s.n - 1]->partial ? 0 : KB_EDIVERGED;
+        *line = s.n;
+    } else {
+        *out = s.v[k];
+        s.v[k] = NULL;
+        rc = (*out)->nprocs == nprocs ? 0 : KB_EDIVERGED;
+    }
+    sections_free(&s);
     return rc;
+}
+
+int kb_replay_partial(const struct kb_replay *r)
+{
+    return r->partial;
 }
 
 int kb_replay_nprocs(const struct kb_replay *r)
@@ -252,10 +342,18 @@ int kb_replay_nprocs(const struct kb_replay *r)
 
 int kb_replay_round(const struct kb_replay *r, uint64_t round, const int **order, int *n)
 {
-    if (round == 0 || round > r->nrounds)
+    uint64_t lo = 0, hi = r->nrounds; /* the first entry numbered >= round */
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (r->nums[mid] < round)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == r->nrounds || r->nums[lo] != round)
         return 0;
-    *order = r->orders[round - 1];
-    *n = r->lens[round - 1];
+    *order = r->orders[lo];
+    *n = r->lens[lo];
     return 1;
 }
 

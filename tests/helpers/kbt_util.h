@@ -30,6 +30,30 @@ static inline int kbt_on_valgrind(void)
     return RUNNING_ON_VALGRIND ? 1 : 0;
 }
 
+/* A small file's text, NUL-terminated, in a static buffer (the next call
+ * reuses it), or NULL when it cannot be read. */
+static inline const char *kbt_slurp(const char *file)
+{
+    static char buf[65536];
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return NULL;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Write text to file: 0, or -1. */
+static inline int kbt_spit(const char *file, const char *text)
+{
+    FILE *f = fopen(file, "w");
+    if (!f)
+        return -1;
+    int rc = fputs(text, f) < 0 ? -1 : 0;
+    return fclose(f) != 0 ? -1 : rc;
+}
+
 /* Remove a test's scratch directory and everything in it: 0, or -1. */
 static inline int kbt_rm_rf(const char *dir)
 {

@@ -34,6 +34,8 @@ install_tree() {
               'import kbthreads; kbthreads.spawn(lambda r: kbthreads.yield_(), nprocs=2); print(kbthreads.accelerated())')
         [ "$got" = "$want" ] || { echo "installed kbthreads: accelerated() is '$got', want $want"; exit 1; }
     fi
+    "$prefix/bin/kbthreads-explore" --help | grep -q -- --compare-output \
+        || { echo "no runnable kbthreads-explore installed"; exit 1; }
 }
 
 case "$mode" in

@@ -1,0 +1,198 @@
+/* Round orders of the exploring strategies; see order.h and
+ * docs/scheduling.md, which gives every draw so that tools can predict
+ * them. */
+#include "order.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "run.h"
+
+uint64_t kb_splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Fisher-Yates from the back, j drawn from the run's stream. */
+static void shuffle(struct kb_run *run, int *a, int n)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(kb_splitmix64(&run->rng) % (uint64_t)(i + 1));
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+void kb_order_seeded(struct kb_run *run)
+{
+    shuffle(run, run->order, run->norder);
+}
+
+/* n!, or 0 when it does not fit in 64 bits. */
+static uint64_t factorial(int n)
+{
+    uint64_t f = 1;
+    for (int i = 2; i <= n; i++) {
+        if (f > UINT64_MAX / (uint64_t)i)
+            return 0;
+        f *= (uint64_t)i;
+    }
+    return f;
+}
+
+void kb_exhaustive_span(int nprocs, uint64_t limit, unsigned *k, uint64_t *count)
+{
+    uint64_t f = factorial(nprocs);
+    *k = 0;
+    *count = 1;
+    if (f < 2)
+        return;
+    while (*count <= limit / f) {
+        *count *= f;
+        (*k)++;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* PCT: the ranks by descending priority (all of them, at the start), then
+ * min(d - 1, R) distinct change rounds drawn from 1..R (all of them when
+ * there are no more rounds than that), sorted. */
+static int pct_setup(struct kb_run *run)
+{
+    int n = run->nprocs;
+    run->pct_list = kb_malloc((size_t)(n > 0 ? n : 1) * sizeof *run->pct_list);
+    uint64_t m = run->pct_depth - 1u;
+    if (m > run->pct_rounds)
+        m = run->pct_rounds;
+    run->pct_changes = kb_calloc((size_t)(m > 0 ? m : 1), sizeof *run->pct_changes);
+    if (!run->pct_list || !run->pct_changes)
+        return KB_ENOMEM;
+    for (int i = 0; i < n; i++)
+        run->pct_list[i] = i;
+    shuffle(run, run->pct_list, n);
+    for (uint64_t i = 0; i < m; i++) {
+        uint64_t c = i + 1; /* m == R: every round */
+        for (int again = m < run->pct_rounds; again;) {
+            c = 1 + kb_splitmix64(&run->rng) % run->pct_rounds;
+            again = 0;
+            for (uint64_t j = 0; j < i && !again; j++)
+                again = run->pct_changes[j] == c;
+        }
+        run->pct_changes[i] = c;
+    }
+    qsort(run->pct_changes, (size_t)m, sizeof *run->pct_changes, cmp_u64);
+    run->npct_changes = m;
+    return 0;
+}
+
+int kb_order_setup(struct kb_run *run)
+{
+    if (run->schedule == KB_SCHED_PCT)
+        return pct_setup(run);
+    if (run->schedule == KB_SCHED_EXHAUSTIVE) {
+        uint64_t count;
+        kb_exhaustive_span(run->nprocs, run->ex_limit, &run->ex_k, &count);
+        run->ex_fact = factorial(run->nprocs);
+        run->ex_rest = run->ex_index;
+    }
+    return 0;
+}
+
+void kb_order_free(struct kb_run *run)
+{
+    free(run->pct_list);
+    free(run->pct_changes);
+}
+
+/* Each round visits the live ranks by descending priority; at a change
+ * round its first rank then drops below every other: last in pct_list. */
+void kb_order_pct(struct kb_run *run, uint64_t round)
+{
+    int n = 0;
+    for (int i = 0; i < run->nprocs; i++) {
+        int r = run->pct_list[i];
+        if (run->ranks[r].state != KB_RS_FINISHED)
+            run->order[n++] = r;
+    }
+    if (run->pct_next < run->npct_changes && run->pct_changes[run->pct_next] == round) {
+        run->pct_next++;
+        int i = 0;
+        while (run->pct_list[i] != run->order[0])
+            i++;
+        memmove(run->pct_list + i, run->pct_list + i + 1,
+                (size_t)(run->nprocs - 1 - i) * sizeof *run->pct_list);
+        run->pct_list[run->nprocs - 1] = run->order[0];
+    }
+}
+
+/* Rounds 1..k: the next base-n! digit of the index, as the lexicographic
+ * index of a permutation of the m live ranks (modulo m!), decoded in
+ * place (Lehmer code). */
+void kb_order_exhaustive(struct kb_run *run, uint64_t round)
+{
+    if (round > run->ex_k)
+        return;
+    uint64_t digit = run->ex_rest % run->ex_fact;
+    run->ex_rest /= run->ex_fact;
+    int m = run->norder;
+    uint64_t p = digit % factorial(m);
+    for (int i = 0; i < m - 1; i++) {
+        uint64_t f = factorial(m - 1 - i);
+        int q = (int)(p / f);
+        p %= f;
+        int pick = run->order[i + q];
+        memmove(run->order + i + 1, run->order + i, (size_t)q * sizeof *run->order);
+        run->order[i] = pick;
+    }
+}
+
+void kb_order_partial(struct kb_run *run, const int *want, int nwant)
+{
+    int n = 0;
+    for (int i = 0; i < nwant; i++)
+        if (run->ranks[want[i]].state != KB_RS_FINISHED)
+            run->order[n++] = want[i];
+    for (int r = 0; r < run->nprocs; r++) {
+        int listed = 0;
+        for (int i = 0; i < nwant && !listed; i++)
+            listed = want[i] == r;
+        if (!listed && run->ranks[r].state != KB_RS_FINISHED)
+            run->order[n++] = r;
+    }
+    run->norder = n;
+}
+
+char *kb_order_describe(const struct kb_run *run)
+{
+    switch (run->schedule) {
+    case KB_SCHED_SEEDED:
+        return kb_format("seeded %llu", (unsigned long long)run->seed);
+    case KB_SCHED_EXHAUSTIVE:
+        return kb_format("exhaustive %llu limit %llu rounds %u", (unsigned long long)run->ex_index,
+                         (unsigned long long)run->ex_limit, run->ex_k);
+    case KB_SCHED_PCT: {
+        size_t cap = 96 + 21 * (size_t)run->npct_changes, len;
+        char *s = kb_malloc(cap);
+        if (!s)
+            return NULL;
+        len = (size_t)snprintf(s, cap, "pct %llu depth %u rounds %llu changes", (unsigned long long)run->seed,
+                               run->pct_depth, (unsigned long long)run->pct_rounds);
+        for (uint64_t i = 0; i < run->npct_changes; i++)
+            len += (size_t)snprintf(s + len, cap - len, " %llu", (unsigned long long)run->pct_changes[i]);
+        return s;
+    }
+    default:
+        return kb_format("round-robin");
+    }
+}
