@@ -384,7 +384,9 @@ typedef struct kb_spawn_opts {
      *  on another CPU is expensive (docs/benchmarks.md). Under Valgrind
      *  the ranks are pinned but nobody is woken ahead. With one usable
      *  CPU it pins everything there like KB_AFFINITY_ONE_CPU's ranks.
-     *  Other values: KB_EINVAL. */
+     *  Other values: KB_EINVAL. Either option in a library without
+     *  KB_FEATURE_AFFINITY (kb_features(); a system without thread
+     *  affinity, or KB_PORTABLE=ON): KB_ENOTSUP before any rank runs. */
     int affinity;
     /** The order of the ranks within a round: KB_SCHED_ROUND_ROBIN (default,
      *  rank order, the reference's) or KB_SCHED_SEEDED (each round visits the
