@@ -12,7 +12,7 @@
  *               nudged -> clear the mark; unlock, watch the word a while
  *                         without the lock, lock
  *               else set the sleep flag; cond_wait(cond, lock)
- *   nudge(s): lock; set NUDGED; if the sleep flag was up: take it down,
+ *   nudge(s): lock; set KB_SLOT_NUDGED; if the sleep flag was up: take it down,
  *             signal(cond); unlock
  *
  * The word changes only with the lock held, so the owner's check and its
@@ -45,11 +45,6 @@
 #include "annotate.h"
 #include "baton.h"
 #include "kbthreads.h"
-
-#define SLEEPING KB_SLOT_SLEEPING
-#define NUDGED   KB_SLOT_NUDGED
-#define FLAGS    KB_SLOT_FLAGS
-#define COUNT    KB_SLOT_COUNT
 
 const char *kb_baton_name(void)
 {
@@ -93,7 +88,7 @@ void kb_slot_post(struct kb_slot *s)
      * then sees a new count and clears them; a signal or a watch is merely
      * spurious. */
     uint32_t old = ck_pr_faa_32(&s->word, 1);
-    if (old & SLEEPING)
+    if (old & KB_SLOT_SLEEPING)
         pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);
 }
@@ -102,11 +97,11 @@ void kb_slot_nudge(struct kb_slot *s)
 {
     pthread_mutex_lock(&s->lock);
     uint32_t w = ck_pr_load_32(&s->word);
-    if (!(w & NUDGED)) {
+    if (!(w & KB_SLOT_NUDGED)) {
         /* The only writer besides the owner's and the poster's, both of
          * which hold the lock too: a plain update under the lock. */
-        ck_pr_store_32(&s->word, (w & ~SLEEPING) | NUDGED);
-        if (w & SLEEPING)
+        ck_pr_store_32(&s->word, (w & ~KB_SLOT_SLEEPING) | KB_SLOT_NUDGED);
+        if (w & KB_SLOT_SLEEPING)
             pthread_cond_signal(&s->cond);
     }
     pthread_mutex_unlock(&s->lock);
@@ -122,8 +117,8 @@ static struct timespec realtime_deadline(const struct timespec *deadline)
     struct timespec mono, real;
     clock_gettime(CLOCK_MONOTONIC, &mono);
     clock_gettime(CLOCK_REALTIME, &real);
-    long long ns = (long long)(deadline->tv_sec - mono.tv_sec) * 1000000000LL +
-                   (deadline->tv_nsec - mono.tv_nsec);
+    long long ns =
+        (long long)(deadline->tv_sec - mono.tv_sec) * 1000000000LL + (deadline->tv_nsec - mono.tv_nsec);
     if (ns < 0)
         ns = 0;
     ns += real.tv_nsec;
@@ -157,22 +152,22 @@ int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned n
     pthread_mutex_lock(&s->lock);
     for (;;) {
         uint32_t w = ck_pr_load_32(&s->word);
-        if ((w & COUNT) != s->seen) {
+        if ((w & KB_SLOT_COUNT) != s->seen) {
             /* Exactly one post per wait (the poster held the baton), so the
              * count moved by one; we hold the baton now. Taken with the
              * lock held: the poster has left its critical section. */
-            s->seen = w & COUNT;
-            if (w & FLAGS)
-                ck_pr_store_32(&s->word, w & COUNT);
+            s->seen = w & KB_SLOT_COUNT;
+            if (w & KB_SLOT_FLAGS)
+                ck_pr_store_32(&s->word, w & KB_SLOT_COUNT);
             pthread_mutex_unlock(&s->lock);
             return 0;
         }
-        if (w & NUDGED) {
+        if (w & KB_SLOT_NUDGED) {
             /* Nudged (asleep or not): the baton is on its way. Take the
              * mark down, then watch for the post rather than sleep; the
              * watch needs no lock, and the lock held would keep the
              * poster out. */
-            ck_pr_store_32(&s->word, w & ~NUDGED);
+            ck_pr_store_32(&s->word, w & ~KB_SLOT_NUDGED);
             if (nudged_ns) {
                 pthread_mutex_unlock(&s->lock);
                 kb_slot_watch(s, nudged_ns);
@@ -181,12 +176,12 @@ int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned n
             continue;
         }
         if (deadline && kb_slot_deadline_passed(deadline)) {
-            ck_pr_store_32(&s->word, w & ~SLEEPING);
+            ck_pr_store_32(&s->word, w & ~KB_SLOT_SLEEPING);
             pthread_mutex_unlock(&s->lock);
             return -1;
         }
-        if (!(w & SLEEPING))
-            ck_pr_store_32(&s->word, w | SLEEPING);
+        if (!(w & KB_SLOT_SLEEPING))
+            ck_pr_store_32(&s->word, w | KB_SLOT_SLEEPING);
         sleep_on(s, deadline);
     }
 }

@@ -20,7 +20,7 @@
  *
  * A post that comes before the owner waits is not lost (the count moved);
  * spurious futex returns, EINTR and EAGAIN are absorbed by the loop on the
- * word. A nudge is one CAS that sets NUDGED and, if the owner sleeps, takes
+ * word. A nudge is one CAS that sets KB_SLOT_NUDGED and, if the owner sleeps, takes
  * its sleep flag down, followed then by futex_wake.
  */
 #include <ck_pr.h>
@@ -32,11 +32,6 @@
 #include "annotate.h"
 #include "baton.h"
 #include "kbthreads.h"
-
-#define SLEEPING KB_SLOT_SLEEPING
-#define NUDGED   KB_SLOT_NUDGED
-#define FLAGS    KB_SLOT_FLAGS
-#define COUNT    KB_SLOT_COUNT
 
 const char *kb_baton_name(void)
 {
@@ -63,7 +58,7 @@ void kb_slot_post(struct kb_slot *s)
      * wraps, the carry lands in the flag bits: the owner then sees a new
      * count and clears them; a wake or a watch is merely spurious. */
     uint32_t old = ck_pr_faa_32(&s->word, 1);
-    if (old & SLEEPING)
+    if (old & KB_SLOT_SLEEPING)
         syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
@@ -71,34 +66,34 @@ int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned n
 {
     for (;;) {
         uint32_t w = ck_pr_load_32(&s->word);
-        if ((w & COUNT) != s->seen) {
+        if ((w & KB_SLOT_COUNT) != s->seen) {
             /* Exactly one post per wait (the poster held the baton), so the
              * count moved by one. We hold the baton now: no post comes until
              * we pass it on. A late nudge may still write a flag; both
-             * writes are atomic, and a stale NUDGED costs one spurious
+             * writes are atomic, and a stale KB_SLOT_NUDGED costs one spurious
              * watch at our next wait. */
-            s->seen = w & COUNT;
-            if (w & FLAGS)
-                ck_pr_and_32(&s->word, COUNT);
+            s->seen = w & KB_SLOT_COUNT;
+            if (w & KB_SLOT_FLAGS)
+                ck_pr_and_32(&s->word, KB_SLOT_COUNT);
             ck_pr_fence_acquire();
             kb_hb_acquire(&s->word);
             return 0;
         }
-        if (w & NUDGED) {
+        if (w & KB_SLOT_NUDGED) {
             /* Nudged (asleep or not): the baton is on its way. Take the
              * mark down, then watch for the post rather than sleep. */
-            if (!ck_pr_cas_32(&s->word, w, w & ~NUDGED))
+            if (!ck_pr_cas_32(&s->word, w, w & ~KB_SLOT_NUDGED))
                 continue;
             if (nudged_ns)
                 kb_slot_watch(s, nudged_ns);
             continue;
         }
-        if (!(w & SLEEPING)) {
+        if (!(w & KB_SLOT_SLEEPING)) {
             /* Say we sleep; a post or a nudge in between makes the CAS
              * fail: look again. */
-            if (!ck_pr_cas_32(&s->word, w, w | SLEEPING))
+            if (!ck_pr_cas_32(&s->word, w, w | KB_SLOT_SLEEPING))
                 continue;
-            w |= SLEEPING;
+            w |= KB_SLOT_SLEEPING;
         }
         /* Returns at once if the word changed (EAGAIN); EINTR, spurious
          * returns and timeouts all come back here to look at the word. The
@@ -113,17 +108,17 @@ int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned n
 
 void kb_slot_nudge(struct kb_slot *s)
 {
-    /* Mark the word NUDGED; if the owner sleeps, take its sleep flag down
+    /* Mark the word KB_SLOT_NUDGED; if the owner sleeps, take its sleep flag down
      * in the same CAS and wake it. A failed CAS means the word moved (the
      * owner going to sleep, or a post): look again, a few times at most,
      * since a nudge is only a hint. */
     for (int tries = 0; tries < 8; tries++) {
         uint32_t w = ck_pr_load_32(&s->word);
-        if (w & NUDGED)
+        if (w & KB_SLOT_NUDGED)
             return;
-        if (!ck_pr_cas_32(&s->word, w, (w & ~SLEEPING) | NUDGED))
+        if (!ck_pr_cas_32(&s->word, w, (w & ~KB_SLOT_SLEEPING) | KB_SLOT_NUDGED))
             continue;
-        if (w & SLEEPING)
+        if (w & KB_SLOT_SLEEPING)
             syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
         return;
     }
