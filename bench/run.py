@@ -225,7 +225,7 @@ class Runner:
     def run_kb(self, label, argv):
         """A kb_bench job, then (--condvar-bindir) the same job on the condvar baton."""
         self.run(label, argv)
-        if self.condvar_bindir and self.want("condvar", "kbthreads"):
+        if self.condvar_bindir:
             self.run(label + " condvar", [os.path.join(self.condvar_bindir, "kb_bench")] + argv[1:])
 
     def run(self, label, argv, ok_codes=(0,), quiet_fail=False, timing=True):
@@ -642,7 +642,7 @@ def main():
     ap.add_argument("--only", nargs="*", default=None,
                     help="run only these families: kbthreads floors peers yield wait collective spawn mem maxn "
                          "futex sem cond swapcontext greenlet simgrid spread (the --spread jobs) join (timed "
-                         "kb_join) python (the binding) condvar (the condvar baton's jobs)")
+                         "kb_join) python (the binding); the condvar baton's jobs go with the futex ones")
     ap.add_argument("--quiet-wait", type=int, default=0,
                     help="first wait up to this many seconds for the 1-minute load to drop")
     ap.add_argument("--no-maxn", action="store_true", help="skip the largest-N search")
