@@ -9,7 +9,7 @@ DEMO_ARGS ?=
 
 DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-dev python3-pytest python3-greenlet gdb
 
-.PHONY: all deps build demo demo-cpp explore-demo test test-fast docs format format-check install clean help
+.PHONY: all deps build demo demo-cpp explore-demo test test-fast test-condvar test-portable docs format format-check install clean help
 
 PREFIX ?= /usr/local
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null || \
@@ -24,6 +24,8 @@ help:
 	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
 	@echo "make test-fast  the suite without the Valgrind and sanitizer passes"
+	@echo "make test-condvar | test-portable   test-fast and the memcheck pass against a KB_BATON=condvar"
+	@echo "                build ($(CONDVAR_BUILD)/) or a KB_PORTABLE=ON build ($(PORTABLE_BUILD)/)"
 	@echo "make tsan | asan | helgrind | drd   one of those passes"
 	@echo "make test-release  the suite without Valgrind in a Release build (part of make test);"
 	@echo "                make test-build-types: in Debug, Release, RelWithDebInfo and MinSizeRel builds"
@@ -90,7 +92,24 @@ test: build format-check docs
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L valgrind
 	$(MAKE) tsan asan
 	$(MAKE) test-release
+	$(MAKE) test-condvar test-portable
 	$(MAKE) bench-smoke
+
+# The other baton and the portable fallbacks (docs/design.md): the suite and
+# its memcheck pass, each in its own build folder. (Helgrind, DRD, TSan and
+# ASan run against them on demand: e.g. make tsan TSAN_BUILD=build-tsan-condvar
+# CMAKE_FLAGS=-DKB_BATON=condvar.)
+CONDVAR_BUILD  ?= build-condvar
+PORTABLE_BUILD ?= build-portable
+MEMCHECK_TESTS := -R '^valgrind/'
+
+test-condvar:
+	$(MAKE) BUILD=$(CONDVAR_BUILD) CMAKE_FLAGS="$(CMAKE_FLAGS) -DKB_BATON=condvar" test-fast
+	cd $(CONDVAR_BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) $(MEMCHECK_TESTS)
+
+test-portable:
+	$(MAKE) BUILD=$(PORTABLE_BUILD) CMAKE_FLAGS="$(CMAKE_FLAGS) -DKB_PORTABLE=ON" test-fast
+	cd $(PORTABLE_BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) $(MEMCHECK_TESTS)
 
 docs: build
 	cmake --build $(BUILD) --target docs

@@ -24,6 +24,9 @@ BENCH_MK_ROOT := $(patsubst %/,%,$(dir $(BENCH_MK_DIR)))
 BENCH_MK_STANDALONE := $(if $(filter 1,$(words $(MAKEFILE_LIST))),yes,)
 
 BENCH_BUILD ?= $(BENCH_MK_ROOT)/build-bench
+# The same benchmarks against the library built with the condvar baton
+# (KB_BATON=condvar): bench/run.py --condvar-bindir.
+BENCH_CONDVAR_BUILD ?= $(BENCH_MK_ROOT)/build-bench-condvar
 BENCH_PYTHON ?= /usr/bin/python3
 BENCH_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BENCH_ARGS ?=
@@ -71,19 +74,26 @@ bench-build: bench-deps
 	  || { cat $(BENCH_BUILD)/configure.log; exit 1; }
 	@grep '^-- bench:' $(BENCH_BUILD)/configure.log || true
 	cmake --build $(BENCH_BUILD) -j $(BENCH_JOBS)
+	@mkdir -p $(BENCH_CONDVAR_BUILD)
+	@cmake -S $(BENCH_MK_DIR) -B $(BENCH_CONDVAR_BUILD) -DCMAKE_BUILD_TYPE=Release -DKB_BATON=condvar \
+	  >$(BENCH_CONDVAR_BUILD)/configure.log 2>&1 || { cat $(BENCH_CONDVAR_BUILD)/configure.log; exit 1; }
+	cmake --build $(BENCH_CONDVAR_BUILD) -j $(BENCH_JOBS) --target kb_bench
+
+BENCH_RUN = $(BENCH_PYTHON) $(BENCH_MK_DIR)/run.py --bindir $(BENCH_BUILD) --condvar-bindir $(BENCH_CONDVAR_BUILD) \
+            --results $(BENCH_RESULTS)
 
 bench: bench-build
-	$(BENCH_PYTHON) $(BENCH_MK_DIR)/run.py --bindir $(BENCH_BUILD) --results $(BENCH_RESULTS) $(BENCH_ARGS)
+	$(BENCH_RUN) $(BENCH_ARGS)
 
 bench-smoke: bench-build
-	$(BENCH_PYTHON) $(BENCH_MK_DIR)/run.py --bindir $(BENCH_BUILD) --results $(BENCH_RESULTS) --smoke $(BENCH_ARGS)
+	$(BENCH_RUN) --smoke $(BENCH_ARGS)
 
 bench-report: $(if $(BENCH_REUSE),bench-deps,bench)
 	$(BENCH_PYTHON) $(BENCH_MK_DIR)/report.py --results $(BENCH_RESULTS)/bench-latest.json \
 	  --out $(BENCH_MK_ROOT)/docs/benchmarks.md --png-dir $(BENCH_MK_ROOT)/docs
 
 bench-clean:
-	rm -rf $(BENCH_BUILD)
+	rm -rf $(BENCH_BUILD) $(BENCH_CONDVAR_BUILD)
 
 # Included: leave the including makefile's default goal alone.
 ifeq ($(BENCH_MK_STANDALONE),yes)

@@ -129,12 +129,18 @@ static kb_ctx *ctx_or_die(void)
     return ctx;
 }
 
-/* The impl name of the loop and spawn figures. */
+/* The impl name of the loop and spawn figures: kbthreads[_spread][_join]
+ * for the futex baton, kbthreads_condvar[...] for a library built with
+ * KB_BATON=condvar (bench/bench.mk's second build). */
 static const char *affinity_impl(const struct bench_opts *o)
 {
-    if (o->join_ms >= 0)
-        return o->spread ? "kbthreads_spread_join" : "kbthreads_join";
-    return o->spread ? "kbthreads_spread" : "kbthreads";
+    static const char *const names[2][2][2] = {
+        {{"kbthreads", "kbthreads_join"}, {"kbthreads_spread", "kbthreads_spread_join"}},
+        {{"kbthreads_condvar", "kbthreads_condvar_join"},
+         {"kbthreads_condvar_spread", "kbthreads_condvar_spread_join"}},
+    };
+    int condvar = strcmp(kb_baton_name(), "condvar") == 0;
+    return names[condvar][o->spread != 0][o->join_ms >= 0];
 }
 
 static void set_pinning(const struct bench_opts *o, kb_spawn_opts *so)

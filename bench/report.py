@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import report_python  # noqa: E402  (the section on Python ranks and timed joins)
+import report_baton  # noqa: E402  (the section on the condvar and futex batons)
 
 LABELS = {
     "kbthreads": "libkbthreads",
@@ -425,6 +426,7 @@ def write_report(R, src, out, png_dir, notes_path):
     w("")
 
     report_python.write(R, w, sys.modules[__name__])
+    report_baton.write(R, w, sys.modules[__name__])
 
     # -- yield
     w("## Yield: ns per yield against N")

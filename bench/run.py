@@ -18,6 +18,12 @@ unpinned floors) right after each unpinned yield, wait, collective and spawn
 job, and with --pin (KB_AFFINITY_ONE_CPU). The smoke run takes the spread
 jobs at one N only (SPREAD_SMOKE_N).
 
+With --condvar-bindir (a build of the benchmarks against a library built
+with KB_BATON=condvar, bench/bench.mk's build-bench-condvar), every yield,
+wait and spawn job of kb_bench (unpinned, spread, pinned) runs again right
+after the futex one from that build: impl kbthreads_condvar[_spread]
+(kb_bench names its figures for its library's kb_baton_name()).
+
 Output: bench/results/<kind>-<UTC stamp>.json (everything: machine,
 parameters, notes, every sample and the summary) and .csv (the summary),
 copied to <kind>-latest.json / .csv (kind: bench or smoke). Exit status 1
@@ -200,6 +206,7 @@ class Runner:
         self.failures = []
         self.jobs = []  # (label, elapsed seconds)
         self.only = args.only
+        self.condvar_bindir = os.path.abspath(args.condvar_bindir) if args.condvar_bindir else None
         self.retry_spent = 0.0  # seconds spent re-running jobs measured on a busy machine
 
     def want(self, *words):
@@ -214,6 +221,12 @@ class Runner:
 
     def have(self, name):
         return os.access(self.prog(name), os.X_OK)
+
+    def run_kb(self, label, argv):
+        """A kb_bench job, then (--condvar-bindir) the same job on the condvar baton."""
+        self.run(label, argv)
+        if self.condvar_bindir:
+            self.run(label + " condvar", [os.path.join(self.condvar_bindir, "kb_bench")] + argv[1:])
 
     def run(self, label, argv, ok_codes=(0,), quiet_fail=False, timing=True):
         """Run one program; collect its KBR/KBI lines. Returns (rc, kbi list).
@@ -282,14 +295,14 @@ class Runner:
             tag = " pinned" if pin else ""
             if self.want("kbthreads", "yield"):
                 m = p.m_for(p.kb_ops, n)
-                self.run("kbthreads yield N=%d%s" % (n, tag),
-                         [self.prog("kb_bench"), "yield", "--n", str(n), "--m", str(m)] + reps + pin_arg)
+                self.run_kb("kbthreads yield N=%d%s" % (n, tag),
+                            [self.prog("kb_bench"), "yield", "--n", str(n), "--m", str(m)] + reps + pin_arg)
             if not pin:
                 self.python_jobs("yield", n)
             if not pin and self.want_spread(n, "yield"):
                 m = p.m_for(p.kb_ops, n)
-                self.run("kbthreads yield N=%d spread" % n,
-                         [self.prog("kb_bench"), "yield", "--n", str(n), "--m", str(m)] + reps + ["--spread"])
+                self.run_kb("kbthreads yield N=%d spread" % n,
+                            [self.prog("kb_bench"), "yield", "--n", str(n), "--m", str(m)] + reps + ["--spread"])
             if self.want("floors", "futex"):
                 self.run("futex ring N=%d%s" % (n, tag),
                          [self.prog("kb_floor_ring"), "futex", "--n", str(n), "--m", str(p.ring_ops)] + reps + pin_arg)
@@ -318,11 +331,13 @@ class Runner:
         m = p.m_for(p.kb_ops, n)
         for mode in ("wait", "collective"):
             argv = [self.prog("kb_bench"), mode, "--n", str(n), "--m", str(m), "--reps", str(p.reps)]
+            # The condvar baton is measured on yield, wait and spawn.
+            run = self.run_kb if mode == "wait" else self.run
             if self.want("kbthreads", mode):
-                self.run("kbthreads %s N=%d" % (mode, n), argv)
+                run("kbthreads %s N=%d" % (mode, n), argv)
             self.python_jobs(mode, n)
             if self.want_spread(n, mode):
-                self.run("kbthreads %s N=%d spread" % (mode, n), argv + ["--spread"])
+                run("kbthreads %s N=%d spread" % (mode, n), argv + ["--spread"])
         if self.want("peers", "greenlet", "wait") and self.greenlet_ok:
             m = p.m_for(p.greenlet_ops, n)
             for mode in ("wait", "collective"):
@@ -357,7 +372,7 @@ class Runner:
         for tag, extra in (("", []), (" spread", ["--spread"]), (" pinned", ["--pin"])):
             wanted = self.want_spread(n, "spawn") if tag == " spread" else self.want("kbthreads", "spawn")
             if wanted:
-                self.run("kbthreads spawn N=%d (K=%d)%s" % (n, k, tag), argv + extra)
+                self.run_kb("kbthreads spawn N=%d (K=%d)%s" % (n, k, tag), argv + extra)
 
     def memory(self):
         p = self.plan
@@ -473,6 +488,8 @@ class Runner:
             if not self.have(name):
                 sys.exit("run.py: %s not found in %s: build first (make -f bench/bench.mk bench-build)"
                          % (name, self.bindir))
+        if self.condvar_bindir and not os.access(os.path.join(self.condvar_bindir, "kb_bench"), os.X_OK):
+            sys.exit("run.py: kb_bench not found in %s (--condvar-bindir)" % self.condvar_bindir)
         self.detect_peers()
         self.maxn_result = None
         self.wait_quiet()
@@ -502,6 +519,7 @@ class Runner:
             "load_end": loadavg(),
             "machine": machine,
             "build_type": build_type(self.bindir),
+            "condvar_bindir": self.condvar_bindir,
             "params": {
                 "reps": self.plan.reps, "ns": self.plan.ns, "spread_ns": self.plan.spread_ns,
                 "kb_ops": self.plan.kb_ops,
@@ -615,13 +633,16 @@ def write_results(result, outdir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bindir", required=True, help="the build folder holding kb_bench and friends")
+    ap.add_argument("--condvar-bindir", default=None,
+                    help="a build of kb_bench against the KB_BATON=condvar library: its yield, wait and "
+                         "spawn jobs run beside the futex ones (impl kbthreads_condvar)")
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
     ap.add_argument("--smoke", action="store_true", help="a seconds-long run proving every benchmark runs")
     ap.add_argument("--reps", type=int, default=0, help="repetitions per figure (default 7, smoke 2)")
     ap.add_argument("--only", nargs="*", default=None,
                     help="run only these families: kbthreads floors peers yield wait collective spawn mem maxn "
                          "futex sem cond swapcontext greenlet simgrid spread (the --spread jobs) join (timed "
-                         "kb_join) python (the binding)")
+                         "kb_join) python (the binding); the condvar baton's jobs go with the futex ones")
     ap.add_argument("--quiet-wait", type=int, default=0,
                     help="first wait up to this many seconds for the 1-minute load to drop")
     ap.add_argument("--no-maxn", action="store_true", help="skip the largest-N search")

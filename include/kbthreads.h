@@ -78,6 +78,10 @@ extern "C" {
 /** Recorded for a rank whose thread left its function without returning
  *  (pthread_exit, or a longjmp out of its unwind). */
 #define KB_EEXITED (-10001)
+/** The library was built without what the request needs on this system:
+ *  kb_spawn_opts.affinity other than 0 where the system has no way to pin
+ *  a thread to a CPU (see kb_features(), KB_FEATURE_AFFINITY). */
+#define KB_ENOTSUP (-ENOTSUP)
 
 /** A static, human-readable description of err (a KB_E* code, any negative
  *  errno value, or 0). Never NULL. */
@@ -86,6 +90,40 @@ KB_API const char *kb_strerror(int err);
 /** The library version, "MAJOR.MINOR.PATCH"; equals KB_VERSION_STRING of the
  *  header the library was built with. */
 KB_API const char *kb_version(void);
+
+/** The baton's wait slot this library was built with (CMake option
+ *  KB_BATON): "futex" (a futex word per thread; Linux, the default there)
+ *  or "condvar" (a mutex and condition variable per thread; any POSIX
+ *  system, the default elsewhere and with KB_PORTABLE=ON). Both give the
+ *  same scheduling and the same results; they differ in speed only
+ *  (docs/benchmarks.md). A static string, never NULL. */
+KB_API const char *kb_baton_name(void);
+
+/** kb_features(): the thread can be pinned (KB_AFFINITY_ONE_CPU,
+ *  KB_AFFINITY_SPREAD work; without it kb_spawn and kb_start answer
+ *  KB_ENOTSUP for them). */
+#define KB_FEATURE_AFFINITY 0x1u
+/** kb_features(): rank threads are named kb-rank-<rank> (else unnamed:
+ *  the system cannot name another thread, e.g. macOS). */
+#define KB_FEATURE_THREAD_NAMES 0x2u
+/** kb_features(): the crash report and the stall watchdog print a
+ *  backtrace (else a line saying none is available). */
+#define KB_FEATURE_BACKTRACE 0x4u
+/** kb_features(): the library records kernel thread ids for debuggers
+ *  (else 0, and the gdb script matches threads by pthread_t). */
+#define KB_FEATURE_THREAD_IDS 0x8u
+/** kb_features(): the gdb script is embedded in the library's
+ *  .debug_gdb_scripts section (else gdb loads it from the installed
+ *  file, see docs/debugging.md). */
+#define KB_FEATURE_GDB_SECTION 0x10u
+
+/** The optional, system-dependent parts this library was built with: an OR
+ *  of KB_FEATURE_* bits. On Linux every bit is set unless it was built with
+ *  KB_PORTABLE=ON, which builds the POSIX fallbacks instead: no
+ *  KB_FEATURE_AFFINITY, KB_FEATURE_BACKTRACE or KB_FEATURE_GDB_SECTION
+ *  (thread names and ids, which debuggers need, stay where the system has
+ *  them). */
+KB_API unsigned kb_features(void);
 
 /* ------------------------------------------------------------------------ */
 /* Handles and the engine.                                                  */
@@ -358,7 +396,9 @@ typedef struct kb_spawn_opts {
      *  on another CPU is expensive (docs/benchmarks.md). Under Valgrind
      *  the ranks are pinned but nobody is woken ahead. With one usable
      *  CPU it pins everything there like KB_AFFINITY_ONE_CPU's ranks.
-     *  Other values: KB_EINVAL. */
+     *  Other values: KB_EINVAL. Either option in a library without
+     *  KB_FEATURE_AFFINITY (kb_features(); a system without thread
+     *  affinity, or KB_PORTABLE=ON): KB_ENOTSUP before any rank runs. */
     int affinity;
     /** The order of the ranks within a round: KB_SCHED_ROUND_ROBIN (default,
      *  rank order, the reference's), KB_SCHED_SEEDED (each round visits the

@@ -1,46 +1,49 @@
 /*
  * The baton: one wait slot per thread that can hold it.
  *
- * A slot is a 32-bit word owned by one thread (a rank's worker, or the
- * driver for the run's driver slot): bits 0-29 count posts, bit 31 says
- * "the owner sleeps in futex_wait", bit 30 "nudged" (below). Exactly one
- * thread holds the baton at any time; it gives the baton to another thread
- * by posting that thread's slot, then (unless it is leaving for good) waits
- * on its own slot. Because the poster always holds the baton, posts to a
- * slot are serialised and each wait consumes exactly one post:
+ * A slot is owned by one thread (a rank's worker, or the driver for the
+ * run's driver slot). Exactly one thread holds the baton at any time; it
+ * gives the baton to another thread by posting that thread's slot, then
+ * (unless it is leaving for good) waits on its own slot. Because the poster
+ * always holds the baton, posts to a slot are serialised and each wait
+ * consumes exactly one post.
  *
- *   post(s):  release-annotate; old = fetch-and-add(word, 1);
- *             if old had the sleep flag: futex_wake(word)
- *   wait(s):  loop: w = load(word)
- *               count moved past seen -> seen = count; clear the flags if
- *                                        set (we hold the baton: no post
- *                                        comes now); acquire; done
- *               nudged -> clear the mark (CAS), watch the word a while
- *               else set the sleep flag (CAS), futex_wait(word, flagged value)
+ * Every slot has a 32-bit word read and written with ck_pr atomics: bits
+ * 0-29 count posts, bit 31 says "the owner sleeps", bit 30 "nudged"
+ * (below); `seen` is the count the owner consumed last. The looks before
+ * sleeping (kb_slot_wait_spin, kb_slot_wait_yield, the watch after a
+ * nudge) read the word without any lock in both implementations
+ * (baton_common.c); how an owner sleeps and how a post wakes it is the
+ * implementation's, chosen once at build time (CMake KB_BATON, reported by
+ * kb_baton_name()):
  *
- * The poster writes the word once, with the fetch-and-add that publishes
- * the post; after it, only the futex_wake system call names the address
- * (it reads no memory). So the owner may free its slot as soon as it has
- * seen the post, which a spawn's teardown does. (ck_ec's increment, which
- * this replaces, clears the flag with a second atomic write after
- * publishing: a use-after-free when the owner frees the slot.)
+ *   futex    (baton_futex.c, Linux) the word is a futex: a post is one
+ *            fetch-and-add, plus FUTEX_WAKE if the sleep flag was up. Its
+ *            happens-before edges reach TSan/Helgrind/DRD through
+ *            annotate.h.
+ *   condvar  (baton_condvar.c, any POSIX system) one mutex and one
+ *            condition variable per slot: the word changes only under the
+ *            mutex, the owner sleeps in pthread_cond_wait and takes every
+ *            post under the mutex, the poster signals (never broadcasts)
+ *            under it. The tools see the pthread calls; no annotations.
  *
- * A post that comes before the owner waits is not lost (the count moved);
- * spurious futex returns, EINTR and EAGAIN are absorbed by the loop on the
- * word.
+ * Both give the same guarantees (docs/design.md, "Threads and the baton"):
+ * a post before the wait is not lost; spurious wake-ups are absorbed by the
+ * loop on the word; a post wakes exactly the owner, and only if it sleeps;
+ * the owner may free its slot (kb_slot_destroy, then free) as soon as a
+ * wait has returned 0, whatever the poster is still doing.
  *
  * A nudge (KB_AFFINITY_SPREAD) tells the owner that the baton is on its
- * way, without posting: one CAS sets the NUDGED bit and, if the owner
- * sleeps, takes its sleep flag down, followed then by futex_wake. An owner
- * that finds NUDGED (awake, or woken by it) clears it and watches the word
- * for a while on its own CPU before it sleeps again, so a post arriving
- * meanwhile needs no wake-up. A nudge never moves the count, so it cannot
- * hand out the baton. A nudger may come after the baton has moved on (it
- * nudges after its own post), so unlike a poster it may write the word
- * while its owner holds the baton; every write is an atomic
- * read-modify-write, so all land, and a stale NUDGED costs one spurious
- * watch. Whoever frees a slot that may still be nudged waits for the
- * nudgers first (sched.c, exited workers).
+ * way, without posting: it sets NUDGED and, if the owner sleeps, takes its
+ * sleep flag down and wakes it. An owner that finds NUDGED (awake, or woken
+ * by it) clears it and watches the word for a while on its own CPU before
+ * it sleeps again, so a post arriving meanwhile needs no wake-up. A nudge
+ * never moves the count, so it cannot hand out the baton. A nudger may come
+ * after the baton has moved on (it nudges after its own post), so unlike a
+ * poster it may write the word while its owner holds the baton; every
+ * write is an atomic read-modify-write, so all land, and a stale NUDGED
+ * costs one spurious watch. Whoever frees a slot that may still be nudged
+ * waits for the nudgers first (sched.c, exited workers).
  *
  * Waking wakes only the slot's owner: no broadcast, no herd, O(1) in the
  * number of ranks.
@@ -50,6 +53,9 @@
 
 #include <stdint.h>
 #include <time.h>
+#ifdef KB_BATON_CONDVAR
+#include <pthread.h>
+#endif
 
 #define KB_CACHELINE 64
 
@@ -59,12 +65,30 @@
  * runs long costs its watcher little. */
 #define KB_NUDGE_WATCH_NS 50000u
 
+/* The word's bits (both implementations). */
+#define KB_SLOT_SLEEPING 0x80000000u /* the owner sleeps (or is about to) */
+#define KB_SLOT_NUDGED   0x40000000u /* a nudge the owner has not seen yet */
+#define KB_SLOT_FLAGS    (KB_SLOT_SLEEPING | KB_SLOT_NUDGED)
+#define KB_SLOT_COUNT    0x3fffffffu
+
 struct kb_slot {
     uint32_t word; /* ck_pr: post count (bits 0-29) | nudged (bit 30) | sleeping (bit 31) */
     uint32_t seen; /* owner only: the count last consumed */
+#ifdef KB_BATON_CONDVAR
+    /* The word changes only with lock held; cond is signalled with it. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+#endif
 } __attribute__((aligned(KB_CACHELINE)));
 
-void kb_slot_init(struct kb_slot *s);
+/* 0, or -1 if the implementation's resources could not be had (condvar:
+ * pthread_mutex_init / pthread_cond_init failed; nothing is left to
+ * destroy then). */
+int kb_slot_init(struct kb_slot *s);
+/* Release what kb_slot_init took; the owner, once no wait is in progress
+ * and every nudger has returned (a poster may still be finishing its
+ * post: the implementations make that safe). */
+void kb_slot_destroy(struct kb_slot *s);
 /* Give the baton to the slot's owner. Caller holds the baton and must not
  * touch scheduler state after this call unless it gets the baton back. */
 void kb_slot_post(struct kb_slot *s);
@@ -95,5 +119,17 @@ void kb_slot_nudge(struct kb_slot *s);
 int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline);
 /* Owner only: kb_slot_wait_yield's looks, then kb_slot_wait_until. */
 int kb_slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline);
+
+/* Between the baton's files. The implementation's wait after the looks:
+ * take a post or sleep until one (or the deadline, if not NULL: -1); after
+ * a nudge, watch for nudged_ns before sleeping again. */
+int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned nudged_ns);
+/* Look at the word without a lock until a post arrives or ns nanoseconds
+ * pass: 1 if posted (baton_common.c). */
+int kb_slot_watch(const struct kb_slot *s, unsigned ns);
+/* 1 if the slot holds a post its owner has not taken (a look, no lock). */
+int kb_slot_posted(const struct kb_slot *s);
+/* 1 if the absolute CLOCK_MONOTONIC time deadline has come. */
+int kb_slot_deadline_passed(const struct timespec *deadline);
 
 #endif

@@ -11,13 +11,13 @@
  * too. Everything in the handler is async-signal-safe (write, backtrace
  * after a warm-up, sigaction, raise).
  */
-#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "run.h"
+#include "system.h"
 
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 #define NSIG_CRASH (int)(sizeof crash_signals / sizeof crash_signals[0])
@@ -103,9 +103,7 @@ static void crash_handler(int sig, siginfo_t *info, void *uctx)
         n = put(line, n, sizeof line, "\n");
         ssize_t w = write(2, line, n);
         (void)w;
-        void *frames[64];
-        int depth = backtrace(frames, 64);
-        backtrace_symbols_fd(frames, depth, 2);
+        kb_sys_backtrace_fd(2);
     }
     /* Default action, delivered when this handler returns. */
     struct sigaction dfl;
@@ -118,8 +116,7 @@ static void crash_handler(int sig, siginfo_t *info, void *uctx)
 
 static void install(void)
 {
-    void *warm[1];
-    backtrace(warm, 1); /* loads libgcc_s now, not inside the handler */
+    kb_sys_backtrace_warm(); /* loads libgcc_s now, not inside the handler */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = crash_handler;

@@ -35,13 +35,17 @@ int kb_ctx_create(const kb_engine *engine, kb_ctx **out)
     if (kb__fault_hit(KB_FAULT_ALLOC) || posix_memalign((void **)&ctx, KB_CACHELINE, sizeof *ctx) != 0)
         return KB_ENOMEM;
     memset(ctx, 0, sizeof *ctx);
-    kb_slot_init(&ctx->driver_slot);
+    if (kb_slot_init(&ctx->driver_slot) != 0) {
+        free(ctx);
+        return KB_ENOMEM;
+    }
     if (engine)
         ctx->engine = *engine;
     kb_hb_sync_word(&ctx->owner, sizeof ctx->owner);
     kb_queue_init(&ctx->waits, sizeof(kb_handle));
     kb_queue_init(&ctx->colls, sizeof(kb_collective));
     if (kb_completed_init(&ctx->done) != 0) {
+        kb_slot_destroy(&ctx->driver_slot);
         free(ctx);
         return KB_ENOMEM;
     }
@@ -64,6 +68,7 @@ int kb_ctx_destroy(kb_ctx *ctx)
     kb_queue_free(&ctx->waits);
     kb_queue_free(&ctx->colls);
     kb_completed_free(&ctx->done);
+    kb_slot_destroy(&ctx->driver_slot);
     free(ctx);
     return 0;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "run.h"
+#include "system.h"
 #include "timeline.h"
 
 /* The rank this thread runs; NULL on every other thread, and on a rank
@@ -136,7 +137,7 @@ static void rank_unwound(void *arg)
 void kb_rank_run(struct kb_worker *w, struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;
-    rk->tid = gettid();
+    rk->tid = kb_sys_tid();
     int cpu = kb_wanted_cpu(run, rk->index);
     if (w->pinned_cpu != cpu)
         kb_worker_pin(w, cpu);

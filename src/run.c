@@ -21,6 +21,7 @@
 #endif
 #include "order.h"
 #include "schedule.h"
+#include "system.h"
 #include "timeline.h"
 
 static void *aligned_zalloc(size_t n)
@@ -168,18 +169,15 @@ static int resolve_spread(struct kb_run *run)
 {
     if (run->affinity != KB_AFFINITY_SPREAD)
         return 0;
-    cpu_set_t mask;
-    if (pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) != 0 || CPU_COUNT(&mask) == 0) {
-        int cpu = sched_getcpu();
-        CPU_ZERO(&mask);
-        CPU_SET(cpu >= 0 ? cpu : 0, &mask);
-    }
-    run->cpus = kb_calloc((size_t)CPU_COUNT(&mask), sizeof *run->cpus);
+    struct kb_cpumask mask;
+    int n = kb_sys_get_affinity(&mask) == 0 ? kb_sys_mask_count(&mask) : 0;
+    run->cpus = kb_calloc(n > 0 ? (size_t)n : 1, sizeof *run->cpus);
     if (!run->cpus)
         return KB_ENOMEM;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
-        if (CPU_ISSET(cpu, &mask))
-            run->cpus[run->ncpus++] = cpu;
+    if (n > 0)
+        run->ncpus = kb_sys_mask_cpus(&mask, run->cpus, n);
+    else
+        run->cpus[run->ncpus++] = kb_sys_current_cpu();
     run->nudged_ns = run->ncpus >= 2 && !under_valgrind() ? KB_NUDGE_WATCH_NS : 0;
     return 0;
 }
@@ -416,6 +414,8 @@ static int check_spawn_args(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const 
         if (opts->affinity != 0 && opts->affinity != KB_AFFINITY_ONE_CPU &&
             opts->affinity != KB_AFFINITY_SPREAD)
             return KB_EINVAL;
+        if (opts->affinity != 0 && !(kb_features() & KB_FEATURE_AFFINITY))
+            return KB_ENOTSUP; /* no way to pin a thread on this system */
         if (opts->schedule != KB_SCHED_ROUND_ROBIN && opts->schedule != KB_SCHED_SEEDED &&
             opts->schedule != KB_SCHED_PCT && opts->schedule != KB_SCHED_EXHAUSTIVE)
             return KB_EINVAL;
@@ -514,8 +514,7 @@ static int assign_worker(struct kb_run *run, int i)
          * are cut to 15 bytes rather than refused (ERANGE) by the kernel. */
         char name[32];
         snprintf(name, sizeof name, "kb-rank-%d", i);
-        name[15] = '\0';
-        pthread_setname_np(w->thread, name);
+        kb_sys_name_thread(w->thread, name);
         w->named_rank = i;
     }
     return 0;
@@ -569,13 +568,11 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
     }
     for (int i = 0; i < nprocs; i++)
         run->ranks[i].w->fresh = 0;
-    if (run->affinity == KB_AFFINITY_ONE_CPU) {
-        int cpu = sched_getcpu();
-        run->cpu = cpu >= 0 ? cpu : 0;
-    }
+    if (run->affinity == KB_AFFINITY_ONE_CPU)
+        run->cpu = kb_sys_current_cpu();
     run->spins = spin_budget(run);
     run->look_ns = look_budget(run);
-    run->driver_tid = gettid();
+    run->driver_tid = kb_sys_tid();
     kb_hb_sync_word(&run->join_due, sizeof run->join_due);
     if (run->stall_ms)
         kb_watch_setup(run);
@@ -593,25 +590,21 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
  * drives rounds; its own mask is restored afterwards. */
 struct driver_pin {
     int on;
-    cpu_set_t saved;
+    struct kb_cpumask saved;
 };
 
 static void pin_driver(const struct kb_run *run, struct driver_pin *p)
 {
     p->on = 0;
-    if (run->affinity != KB_AFFINITY_ONE_CPU ||
-        pthread_getaffinity_np(pthread_self(), sizeof p->saved, &p->saved) != 0)
+    if (run->affinity != KB_AFFINITY_ONE_CPU || kb_sys_get_affinity(&p->saved) != 0)
         return;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(run->cpu, &one);
-    p->on = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+    p->on = kb_sys_pin_self(run->cpu) == 0;
 }
 
 static void unpin_driver(const struct driver_pin *p)
 {
     if (p->on)
-        pthread_setaffinity_np(pthread_self(), sizeof p->saved, &p->saved);
+        kb_sys_set_affinity(&p->saved);
 }
 
 int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
@@ -712,7 +705,7 @@ int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err)
         kb_ctx_exit(ctx);
         return pc->result;
     }
-    run->driver_tid = gettid();
+    run->driver_tid = kb_sys_tid();
     /* A timeout is checked after each round's drain, on the driver. Ranks
      * run round boundaries themselves meanwhile, as in kb_spawn, until the
      * driver raises join_due at the deadline (sched.c: driver_wait); a

@@ -28,15 +28,23 @@ const char *kb_strerror(int err)
         return "max_rounds reached with ranks still live (see kb_spawn_error)";
     case KB_EEXITED:
         return "a rank thread exited without returning from its function";
+    case KB_ENOTSUP:
+        return "not supported on this system (see kb_features)";
     default:
         break;
     }
     if (err < 0 && err > -4096) {
+#ifdef KB_HAVE_STRERRORDESC_NP
         /* Any other negative errno value: glibc's static description
          * (thread-safe, unlike strerror()). */
         const char *s = strerrordesc_np(-err);
         if (s)
             return s;
+#else
+        /* POSIX has no static, thread-safe description of an errno value
+         * (strerror's buffer may be overwritten). */
+        return "an operating system error (a negative errno value)";
+#endif
     }
     return "unknown error";
 }

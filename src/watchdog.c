@@ -10,7 +10,6 @@
  * are ck_pr words: the driver reads them without holding the baton.
  */
 #include <ck_pr.h>
-#include <execinfo.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -20,6 +19,7 @@
 
 #include "annotate.h"
 #include "run.h"
+#include "system.h"
 
 static sem_t bt_done;
 static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -30,16 +30,13 @@ static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 static void bt_handler(int sig)
 {
     (void)sig;
-    void *frames[64];
-    int n = backtrace(frames, 64);
-    backtrace_symbols_fd(frames, n, 2);
+    kb_sys_backtrace_fd(2);
     sem_post(&bt_done);
 }
 
 static void install(void)
 {
-    void *warm[1];
-    backtrace(warm, 1); /* loads libgcc_s now, not inside the handler */
+    kb_sys_backtrace_warm(); /* loads libgcc_s now, not inside the handler */
     sem_init(&bt_done, 0, 0);
     struct sigaction sa = {0};
     sa.sa_handler = bt_handler;

@@ -14,12 +14,19 @@
 #include <valgrind/valgrind.h>
 #endif
 
+/* Its thread has ended or never started: nothing waits on the slot. */
+static void free_worker(struct kb_worker *w)
+{
+    kb_slot_destroy(&w->slot);
+    free(w);
+}
+
 static void *worker_main(void *arg)
 {
     struct kb_worker *w = arg;
     /* A ck_pr store: debuggers and no library code read it, at any time. */
-    ck_pr_store_int(&w->tid, gettid());
-    pthread_getaffinity_np(pthread_self(), sizeof w->orig_mask, &w->orig_mask);
+    ck_pr_store_int(&w->tid, kb_sys_tid());
+    kb_sys_get_affinity(&w->orig_mask);
     unsigned spin_ns = 0; /* a fresh thread has nothing to spin for */
     for (;;) {
         /* A rank's first turn, or EXIT. Only KB_AFFINITY_SPREAD runs nudge
@@ -52,14 +59,17 @@ int kb_worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out,
     if (kb__fault_hit(KB_FAULT_ALLOC) || posix_memalign((void **)&w, KB_CACHELINE, sizeof *w) != 0)
         return KB_ENOMEM;
     memset(w, 0, sizeof *w);
-    kb_slot_init(&w->slot);
+    if (kb_slot_init(&w->slot) != 0) {
+        free(w);
+        return KB_ENOMEM;
+    }
     kb_hb_sync_word(&w->tid, sizeof w->tid);
     w->stack_size = stack_size;
     w->named_rank = -1;
     w->pinned_cpu = -1;
     pthread_attr_t attr;
     if (kb__fault_hit(KB_FAULT_SYNC) || pthread_attr_init(&attr) != 0) {
-        free(w);
+        free_worker(w);
         return KB_ENOMEM;
     }
     int err = stack_size ? pthread_attr_setstacksize(&attr, stack_size) : 0;
@@ -67,7 +77,7 @@ int kb_worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out,
         err = kb__fault_hit(KB_FAULT_THREAD) ? EAGAIN : pthread_create(&w->thread, &attr, worker_main, w);
     pthread_attr_destroy(&attr);
     if (err != 0) {
-        free(w);
+        free_worker(w);
         return err == EINVAL ? KB_EINVAL : KB_EAGAIN; /* any creation failure, ENOMEM included */
     }
     *out = w;
@@ -110,7 +120,7 @@ void kb_worker_end(struct kb_ctx *ctx, struct kb_worker *w)
     }
 #endif
     (void)ctx;
-    free(w);
+    free_worker(w);
 }
 
 void kb_graveyard_free(struct kb_ctx *ctx)
@@ -118,7 +128,7 @@ void kb_graveyard_free(struct kb_ctx *ctx)
     while (ctx->graveyard) {
         struct kb_worker *w = ctx->graveyard;
         ctx->graveyard = w->next;
-        free(w);
+        free_worker(w);
     }
 }
 
@@ -136,13 +146,10 @@ void kb_pool_drain(struct kb_ctx *ctx)
 void kb_worker_pin(struct kb_worker *w, int cpu)
 {
     if (cpu < 0) {
-        pthread_setaffinity_np(pthread_self(), sizeof w->orig_mask, &w->orig_mask);
+        kb_sys_set_affinity(&w->orig_mask);
         w->pinned_cpu = -1;
         return;
     }
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
     /* Best effort: a CPU the process may not use keeps the thread unpinned. */
-    w->pinned_cpu = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0 ? cpu : -1;
+    w->pinned_cpu = kb_sys_pin_self(cpu) == 0 ? cpu : -1;
 }

@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "baton.h"
+#include "system.h"
 
 struct kb_rank;
 struct kb_ctx;
@@ -35,17 +36,17 @@ enum kb_cmd {
 struct kb_worker {
     struct kb_slot slot; /* first: its own cache line */
     pthread_t thread;
-    int tid;              /* kernel thread id, ck_pr (debuggers only) */
-    struct kb_rank *rank; /* the rank assigned, NULL in the pool */
-    int cmd;              /* enum kb_cmd */
-    int exited;           /* its thread ended (its rank unwound) */
-    int fresh;            /* created by the spawn being set up */
-    size_t stack_size;    /* 0 = default */
-    int named_rank;       /* the rank its thread name shows, -1 none */
-    int pinned_cpu;       /* the CPU it is pinned to, -1 none */
-    int nudging;          /* ck_pr: between its post and the end of its nudge (rank.c) */
-    cpu_set_t orig_mask;  /* its affinity when created, restored when unpinned */
-    void *altstack;       /* the crash report's signal stack, or NULL */
+    int tid;                     /* kernel thread id, ck_pr (debuggers only) */
+    struct kb_rank *rank;        /* the rank assigned, NULL in the pool */
+    int cmd;                     /* enum kb_cmd */
+    int exited;                  /* its thread ended (its rank unwound) */
+    int fresh;                   /* created by the spawn being set up */
+    size_t stack_size;           /* 0 = default */
+    int named_rank;              /* the rank its thread name shows, -1 none */
+    int pinned_cpu;              /* the CPU it is pinned to, -1 none */
+    int nudging;                 /* ck_pr: between its post and the end of its nudge (rank.c) */
+    struct kb_cpumask orig_mask; /* its affinity when created, restored when unpinned */
+    void *altstack;              /* the crash report's signal stack, or NULL */
     size_t altstack_size;
     int altstack_on;        /* sigaltstack installed on its thread */
     unsigned park_spin_ns;  /* how long it looks at its slot in the pool before it sleeps */

@@ -25,6 +25,16 @@
 
 #include <valgrind/valgrind.h>
 
+#include "kbthreads.h"
+
+/* What a backtrace printed by the library must contain to show frame: the
+ * frame itself, or the library's line saying it has no backtrace on this
+ * system (kb_features(), KB_FEATURE_BACKTRACE). */
+static inline const char *kbt_backtrace_shows(const char *frame)
+{
+    return (kb_features() & KB_FEATURE_BACKTRACE) ? frame : "(no backtrace on this system)";
+}
+
 static inline int kbt_on_valgrind(void)
 {
     return RUNNING_ON_VALGRIND ? 1 : 0;

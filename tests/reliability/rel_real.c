@@ -398,9 +398,11 @@ static void run_phase(struct rr *R, int phase, struct rp_clock *clock)
     st.rank_cap = RP_MAX_RANKS;
     /* Affinity changes where ranks run, never what they do: about half the
      * phases run with KB_AFFINITY_SPREAD (pinning and nudges) and must match
-     * the model all the same. */
+     * the model all the same (in a library that has affinity: without it
+     * the option is KB_ENOTSUP, test_build_options). */
+    int spread = (ph->nprocs + phase) % 2 && (kb_features() & KB_FEATURE_AFFINITY);
     kb_spawn_opts o = {.cancel_mode = (kb_cancel_mode)ph->cancel_mode,
-                       .affinity = (ph->nprocs + phase) % 2 ? KB_AFFINITY_SPREAD : 0,
+                       .affinity = spread ? KB_AFFINITY_SPREAD : 0,
                        .schedule = ph->seeded ? KB_SCHED_SEEDED : KB_SCHED_ROUND_ROBIN,
                        .seed = ph->seed,
                        .max_rounds = ph->max_rounds,

@@ -1,0 +1,65 @@
+"""The report's section on the two batons (issue 15), for bench/report.py:
+the condvar slot beside the futex slot, and the ratio condvar / futex of
+their medians at every N.
+
+Figures (bench/run.py: run_kb, --condvar-bindir): kb_bench's yield, wait
+and spawn jobs, unpinned, with KB_AFFINITY_SPREAD and pinned
+(KB_AFFINITY_ONE_CPU), of
+  kbthreads[_spread]          the library with the futex baton (build-bench)
+  kbthreads_condvar[_spread]  the same library built with KB_BATON=condvar
+                              (build-bench-condvar)
+"""
+
+# (bench, label); the spawn figures are a cold and a repeated spawn per rank.
+BENCHES = [("yield", "per yield"), ("wait", "per wait (+ drain)"), ("spawn_cold", "cold spawn, per rank"),
+           ("spawn_repeat", "repeated spawn, per rank")]
+# (tag, futex impl, condvar impl, pin)
+CONFIGS = [("unpinned", "kbthreads", "kbthreads_condvar", 0),
+           ("spread", "kbthreads_spread", "kbthreads_condvar_spread", 0),
+           ("pinned", "kbthreads", "kbthreads_condvar", 1)]
+
+
+def ratios(R):
+    """[(bench, label, tag, {n: condvar / futex})] for every figure both batons have."""
+    out = []
+    for bench, label in BENCHES:
+        for tag, futex, condvar, pin in CONFIGS:
+            if not (R.has(bench, futex, pin) and R.has(bench, condvar, pin)):
+                continue
+            by_n = {}
+            for n in R.ns:
+                a, b = R.med(bench, condvar, pin, n), R.med(bench, futex, pin, n)
+                if a is not None and b:
+                    by_n[n] = a / b
+            out.append((bench, label, tag, by_n))
+    return out
+
+
+def write(R, w, h):
+    """Append the section to the report. h: report.py's helpers (md_table,
+    fmt_ratio)."""
+    rs = ratios(R)
+    if not rs:
+        return
+    w("## The condvar baton beside the futex baton (issue 15)")
+    w("")
+    w("The same benchmarks against the library built with `KB_BATON=condvar` (a mutex and a condition "
+      "variable per thread, `src/baton_condvar.c`) and with the futex baton (`src/baton_futex.c`, the "
+      "Linux default). Per operation, median (min–max) of the runs:")
+    w("")
+    for bench, label in BENCHES:
+        rows = []
+        for tag, futex, condvar, pin in CONFIGS:
+            for name, impl in (("futex", futex), ("condvar", condvar)):
+                if R.has(bench, impl, pin):
+                    rows.append(["%s, %s" % (name, tag)] + [R.cell(bench, impl, pin, n) for n in R.ns])
+        if rows:
+            w("%s:" % label[0].upper() + label[1:])
+            w("")
+            w(h.md_table(["N"] + [str(n) for n in R.ns], rows))
+            w("")
+    w("Ratio condvar / futex (medians of this run; above 1: the condvar baton is slower):")
+    w("")
+    rows = [["%s, %s" % (label, tag)] + [h.fmt_ratio(by_n.get(n)) for n in R.ns] for _, label, tag, by_n in rs]
+    w(h.md_table(["N"] + [str(n) for n in R.ns], rows))
+    w("")

@@ -1,0 +1,48 @@
+/*
+ * The system-dependent calls, each behind a configure check (KB_HAVE_*,
+ * src/CMakeLists.txt) with a POSIX fallback; KB_PORTABLE=ON builds every
+ * fallback on Linux too. What each fallback does is in kbthreads.h
+ * (kb_features) and docs/design.md ("Portability").
+ */
+#ifndef KB_SYSTEM_H
+#define KB_SYSTEM_H
+
+#include <pthread.h>
+#include <sched.h>
+
+/* A thread's CPU affinity. Without KB_HAVE_AFFINITY it holds nothing and
+ * every call below fails (kb_spawn refuses the affinity options first:
+ * KB_ENOTSUP). */
+struct kb_cpumask {
+#ifdef KB_HAVE_AFFINITY
+    cpu_set_t set;
+#else
+    int none;
+#endif
+};
+
+/* The calling thread's kernel thread id for debuggers, 0 where there is
+ * none to give (the gdb script then matches threads by pthread_t). */
+int kb_sys_tid(void);
+/* Name thread t (at most 15 bytes are kept); nothing where the system
+ * cannot name another thread. */
+void kb_sys_name_thread(pthread_t t, const char *name);
+/* The calling thread's affinity: 0, or -1 (none to read). */
+int kb_sys_get_affinity(struct kb_cpumask *m);
+/* Set the calling thread's affinity: 0, or -1. */
+int kb_sys_set_affinity(const struct kb_cpumask *m);
+/* Pin the calling thread to cpu: 0, or -1 (not allowed, or no affinity). */
+int kb_sys_pin_self(int cpu);
+/* The CPUs in m, ascending, into cpus (room for cap; cap >= the count):
+ * their number. kb_sys_mask_count(m) first tells how many. */
+int kb_sys_mask_count(const struct kb_cpumask *m);
+int kb_sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap);
+/* The CPU the calling thread runs on, 0 if unknown. */
+int kb_sys_current_cpu(void);
+/* Write the calling thread's backtrace to fd, or a line saying there is
+ * none; async-signal-safe once kb_sys_backtrace_warm has run. */
+void kb_sys_backtrace_fd(int fd);
+/* Load what the backtrace needs (libgcc_s) now, not in a signal handler. */
+void kb_sys_backtrace_warm(void);
+
+#endif
