@@ -103,7 +103,7 @@ KB_API const char *kb_baton_name(void);
  *  KB_AFFINITY_SPREAD work; without it kb_spawn and kb_start answer
  *  KB_ENOTSUP for them). */
 #define KB_FEATURE_AFFINITY 0x1u
-/** kb_features(): rank threads are named kb-rank-<rank> (else unnamed:
+/** kb_features(): rank threads are named kb-rank-N, N the rank (else unnamed:
  *  the system cannot name another thread, e.g. macOS). */
 #define KB_FEATURE_THREAD_NAMES 0x2u
 /** kb_features(): the crash report and the stall watchdog print a
