@@ -21,9 +21,13 @@ uint64_t kb_live_runs_gen;
 /* A program linked with the static library gets debug_offsets.o (the
  * descriptor) and the embedded gdb script (gdb/embed_gdb_script.cmake) only
  * if something it links refers to them: this does. */
+#ifdef KB_HAVE_GDB_SECTION
 extern const char kb_gdb_script_embedded;
 __attribute__((used)) static const void *const kb_keep_for_debuggers[] = {&kb_debug_offsets,
                                                                           &kb_gdb_script_embedded};
+#else /* no embedded script in this build (KB_PORTABLE, or not ELF) */
+__attribute__((used)) static const void *const kb_keep_for_debuggers[] = {&kb_debug_offsets};
+#endif
 
 static void gen_bump(void)
 {
