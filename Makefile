@@ -29,7 +29,7 @@ help:
 	@echo "make tsan | asan | helgrind | drd   one of those passes"
 	@echo "make test-release  the suite without Valgrind in a Release build (part of make test);"
 	@echo "                make test-build-types: in Debug, Release, RelWithDebInfo and MinSizeRel builds"
-	@echo "make soak       10^7 handoffs, 4096 ranks, 10^4 spawn/fail cycles (minutes)"
+	@echo "make soak       10^8 handoffs, 4096 ranks, 10^4 spawn/fail cycles, twice (tens of minutes)"
 	@echo "make fuzz-long  10^5 random programs on the library and on the model"
 	@echo "make fuzz       the libFuzzer entry point for FUZZ_TIME seconds"
 	@echo "make bench      every benchmark, optimised, side by side with floors and peers (minutes)"

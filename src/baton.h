@@ -11,8 +11,8 @@
  * Every slot has a 32-bit word read and written with ck_pr atomics: bits
  * 0-29 count posts, bit 31 says "the owner sleeps", bit 30 "nudged"
  * (below); `seen` is the count the owner consumed last. The looks before
- * sleeping (kb_slot_wait_spin, kb_slot_wait_yield, the watch after a
- * nudge) read the word without any lock in both implementations
+ * sleeping (kb_slot_wait_budget's spin and yielding looks, the watch
+ * after a nudge) read the word without any lock in both implementations
  * (baton_common.c); how an owner sleeps and how a post wakes it is the
  * implementation's, chosen once at build time (CMake KB_BATON, reported by
  * kb_baton_name()):
@@ -94,21 +94,27 @@ void kb_slot_destroy(struct kb_slot *s);
 void kb_slot_post(struct kb_slot *s);
 /* Owner only: block until the slot is posted, then hold the baton. */
 void kb_slot_wait(struct kb_slot *s);
-/* Owner only: the same, but first look at the word up to spins times
- * (with a CPU pause between looks) before going to sleep. Pays only when
- * the baton comes back soon and the poster has a CPU of its own. After a
- * nudge, watch it for up to nudged_ns nanoseconds before sleeping again
- * (kb_slot_wait and kb_slot_wait_until: 0, sleep again at once). */
-void kb_slot_wait_spin(struct kb_slot *s, unsigned spins, unsigned nudged_ns);
-/* Owner only: like kb_slot_wait, but first look at the word for up to
- * max_ns nanoseconds (CLOCK_MONOTONIC), calling sched_yield() between
- * looks. A yield hands the CPU to any thread waiting for it there, the
- * next holder if it is, so the looks never keep the next holder off a CPU;
- * and a CPU with a yielding thread does not go idle, so a wake-up landing
- * there pays no idle exit. Pays when the baton comes back within about
- * max_ns. max_ns 0: no looks. Then waits as kb_slot_wait_spin with
- * nudged_ns. */
-void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns, unsigned nudged_ns);
+/* How an owner waits before it sleeps (kb_slot_wait_budget): up to
+ * spin_ns of looks at the word with a CPU pause between them (pays only
+ * when the baton comes back soon and the poster has a CPU of its own),
+ * then up to look_ns of looks with sched_yield() between them (a yield
+ * hands the CPU to any thread waiting for it there, the next holder if it
+ * is, so these looks never keep the next holder off a CPU; and a CPU with
+ * a yielding thread does not go idle, so a wake-up landing there pays no
+ * idle exit), then sleep. Once nudged it watches the word for watch
+ * nanoseconds before it sleeps again, pausing between looks, or yielding
+ * with KB_WATCH_YIELD (an unpinned owner may share a CPU with the holder).
+ * All zero: sleep at once. The policy that picks the figures is
+ * wait_policy.c's. */
+#define KB_WATCH_YIELD 0x80000000u
+#define KB_WATCH_NS    0x7fffffffu
+struct kb_wait_budget {
+    unsigned spin_ns;
+    unsigned look_ns;
+    unsigned watch; /* nanoseconds (KB_WATCH_NS bits), | KB_WATCH_YIELD */
+};
+/* Owner only: wait as b says, then hold the baton. */
+void kb_slot_wait_budget(struct kb_slot *s, const struct kb_wait_budget *b);
 /* Tell the owner the baton is on its way, waking it if it sleeps, without
  * posting (see above). Any thread; the slot must stay allocated until the
  * call returns. */
@@ -117,16 +123,17 @@ void kb_slot_nudge(struct kb_slot *s);
  * deadline: 0 = posted (the caller holds the baton), -1 = timed out (it
  * does not; call again). */
 int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline);
-/* Owner only: kb_slot_wait_yield's looks, then kb_slot_wait_until. */
+/* Owner only: up to max_ns of yielding looks, then kb_slot_wait_until. */
 int kb_slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline);
 
 /* Between the baton's files. The implementation's wait after the looks:
  * take a post or sleep until one (or the deadline, if not NULL: -1); after
- * a nudge, watch for nudged_ns before sleeping again. */
-int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned nudged_ns);
-/* Look at the word without a lock until a post arrives or ns nanoseconds
- * pass: 1 if posted (baton_common.c). */
-int kb_slot_watch(const struct kb_slot *s, unsigned ns);
+ * a nudge, watch as watch says (kb_wait_budget; 0: sleep again at once). */
+int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch);
+/* Look at the word without a lock until a post arrives or watch's
+ * nanoseconds pass, pausing between looks, or yielding with KB_WATCH_YIELD:
+ * 1 if posted (baton_common.c). */
+int kb_slot_watch(const struct kb_slot *s, unsigned watch);
 /* 1 if the slot holds a post its owner has not taken (a look, no lock). */
 int kb_slot_posted(const struct kb_slot *s);
 /* 1 if the absolute CLOCK_MONOTONIC time deadline has come. */

@@ -27,10 +27,31 @@ int kb_slot_deadline_passed(const struct timespec *deadline)
            (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
 }
 
-/* The clock is read every few pauses (a pause is 10-150 cycles depending
- * on the CPU, so a count of them is no measure of time). */
-int kb_slot_watch(const struct kb_slot *s, unsigned ns)
+/* Look at the word for up to max_ns, yielding the CPU between looks,
+ * until it is posted (then the caller takes the post without sleeping). */
+static int look_yielding(const struct kb_slot *s, unsigned max_ns)
 {
+    if (kb_slot_posted(s))
+        return 1;
+    if (max_ns) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            sched_yield();
+            if (kb_slot_posted(s))
+                return 1;
+        } while (ns_since(&t0) < (int64_t)max_ns);
+    }
+    return 0;
+}
+
+/* The same with a CPU pause between looks. The clock is read every few
+ * pauses (a pause is 10-150 cycles depending on the CPU, so a count of
+ * them is no measure of time). */
+static int look_pausing(const struct kb_slot *s, unsigned max_ns)
+{
+    if (!max_ns)
+        return kb_slot_posted(s);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
@@ -39,9 +60,15 @@ int kb_slot_watch(const struct kb_slot *s, unsigned ns)
                 return 1;
             ck_pr_stall();
         }
-        if (ns_since(&t0) >= (int64_t)ns)
+        if (ns_since(&t0) >= (int64_t)max_ns)
             return 0;
     }
+}
+
+int kb_slot_watch(const struct kb_slot *s, unsigned watch)
+{
+    return watch & KB_WATCH_YIELD ? look_yielding(s, watch & KB_WATCH_NS)
+                                  : look_pausing(s, watch & KB_WATCH_NS);
 }
 
 int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline)
@@ -54,35 +81,12 @@ void kb_slot_wait(struct kb_slot *s)
     kb_slot_block(s, NULL, 0);
 }
 
-void kb_slot_wait_spin(struct kb_slot *s, unsigned spins, unsigned nudged_ns)
+void kb_slot_wait_budget(struct kb_slot *s, const struct kb_wait_budget *b)
 {
-    for (unsigned i = 0; i < spins; i++) {
-        if (kb_slot_posted(s))
-            break; /* posted: take it below without sleeping */
-        ck_pr_stall();
-    }
-    kb_slot_block(s, NULL, nudged_ns);
-}
-
-/* Look at the word for up to max_ns, yielding the CPU between looks,
- * until it is posted (then the caller takes the post without sleeping). */
-static void look_yielding(const struct kb_slot *s, unsigned max_ns)
-{
-    if (max_ns && !kb_slot_posted(s)) {
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do {
-            sched_yield();
-            if (kb_slot_posted(s))
-                break;
-        } while (ns_since(&t0) < (int64_t)max_ns);
-    }
-}
-
-void kb_slot_wait_yield(struct kb_slot *s, unsigned max_ns, unsigned nudged_ns)
-{
-    look_yielding(s, max_ns);
-    kb_slot_block(s, NULL, nudged_ns);
+    /* Posted during a look: kb_slot_block takes it without sleeping. */
+    if (!look_pausing(s, b->spin_ns))
+        look_yielding(s, b->look_ns);
+    kb_slot_block(s, NULL, b->watch);
 }
 
 int kb_slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline)

@@ -147,7 +147,7 @@ static void sleep_on(struct kb_slot *s, const struct timespec *deadline)
     pthread_setcancelstate(cancel_state, NULL);
 }
 
-int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned nudged_ns)
+int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch)
 {
     pthread_mutex_lock(&s->lock);
     for (;;) {
@@ -168,9 +168,9 @@ int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned n
              * watch needs no lock, and the lock held would keep the
              * poster out. */
             ck_pr_store_32(&s->word, w & ~KB_SLOT_NUDGED);
-            if (nudged_ns) {
+            if (watch) {
                 pthread_mutex_unlock(&s->lock);
-                kb_slot_watch(s, nudged_ns);
+                kb_slot_watch(s, watch);
                 pthread_mutex_lock(&s->lock);
             }
             continue;

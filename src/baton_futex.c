@@ -62,7 +62,7 @@ void kb_slot_post(struct kb_slot *s)
         syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned nudged_ns)
+int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch)
 {
     for (;;) {
         uint32_t w = ck_pr_load_32(&s->word);
@@ -84,8 +84,8 @@ int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned n
              * mark down, then watch for the post rather than sleep. */
             if (!ck_pr_cas_32(&s->word, w, w & ~KB_SLOT_NUDGED))
                 continue;
-            if (nudged_ns)
-                kb_slot_watch(s, nudged_ns);
+            if (watch)
+                kb_slot_watch(s, watch);
             continue;
         }
         if (!(w & KB_SLOT_SLEEPING)) {

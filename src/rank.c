@@ -71,14 +71,11 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
     rk->susp = susp;
     rk->susp_handle = h;
     /* After pass_on the baton is gone: from here only fields fixed for
-     * the whole spawn (rk->run, rk->w, run->spins, look_ns, nudged_ns) and our
-     * own slot (this rank is live, so its record stays). The nudge comes
-     * after the post so that it costs the next holder nothing. */
+     * the whole spawn (rk->run, rk->w, run->rank_wait) and our own slot
+     * (this rank is live, so its record stays). The nudge comes after the
+     * post so that it costs the next holder nothing. */
     nudge_ahead(rk->w, pass_on(rk));
-    if (rk->run->look_ns)
-        kb_slot_wait_yield(&rk->w->slot, rk->run->look_ns, rk->run->nudged_ns);
-    else
-        kb_slot_wait_spin(&rk->w->slot, rk->run->spins, rk->run->nudged_ns);
+    kb_slot_wait_budget(&rk->w->slot, &rk->run->rank_wait);
     kb_turn_begin(rk);
     rk->susp = KB_SUSP_NONE;
     if (!rk->cancelled)

@@ -16,13 +16,11 @@
 #include "alloc.h"
 #include "annotate.h"
 #include "run.h"
-#ifdef KB_HAVE_VALGRIND_H
-#include <valgrind/valgrind.h>
-#endif
 #include "order.h"
 #include "schedule.h"
 #include "system.h"
 #include "timeline.h"
+#include "wait_policy.h"
 
 static void *aligned_zalloc(size_t n)
 {
@@ -80,91 +78,9 @@ static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
     run->altstack_size = min > 65536 ? min : 65536;
 }
 
-/* Under Valgrind, which runs one thread at a time: no spinning, looking
- * or nudging, which would only burn the one thread's time slices. */
-static int under_valgrind(void)
-{
-#ifdef KB_HAVE_VALGRIND_H
-    return RUNNING_ON_VALGRIND != 0;
-#else
-    return 0;
-#endif
-}
-
-/* The number of online CPUs, read once per process: glibc's sysconf
- * answers it by opening and parsing /sys/devices/system/cpu/online, about
- * 6 us a call here, which was a third of a repeated one-rank spawn. A CPU
- * brought on- or offline later only makes the spin decision below stale,
- * never wrong in effect (it decides speed, not semantics). */
-static pthread_once_t online_cpus_once = PTHREAD_ONCE_INIT;
-static long online_cpus_n;
-
-static void read_online_cpus(void)
-{
-    online_cpus_n = sysconf(_SC_NPROCESSORS_ONLN);
-}
-
-static long online_cpus(void)
-{
-    pthread_once(&online_cpus_once, read_online_cpus);
-    return online_cpus_n;
-}
-
-/* How long the driver (waiting for the baton back) and a worker whose rank
- * has finished (waiting in the ctx's pool for its next spawn) look at their
- * slots before they sleep, yielding the CPU between looks
- * (kb_slot_wait_yield). In a loop of short spawns on one ctx the baton
- * comes back to both soon, and a sleeper pays a wake-up. The yield keeps
- * the look off any CPU the next holder needs, so it also applies pinned
- * (KB_AFFINITY_ONE_CPU) and with more ranks than CPUs; KB_AFFINITY_SPREAD,
- * whose driver is unpinned, counts as unpinned here (its repeated spawns
- * measured 24-48 -> 2-6 us per rank up to 512 ranks). Bounded by about
- * the cost it saves: unpinned, a wake-up on another, idle vCPU costs
- * 10-25 us (VM idle exit), and a cycle of 8 ranks on 2 vCPUs outlasted a
- * 20 us look; pinned, a futex sleep and wake on the one CPU cost a few us
- * and every extra yielder there is a switch in the way of the next
- * holder, so 20 us (50 us measured slower at 8 ranks). Pinned, only up
- * to PARK_SPIN_MAX_RANKS ranks: beyond that the looks measured slower than
- * sleeping at once. Unpinned at any N: with many ranks the baton does not
- * come back to the looker in time, but a yielding thread keeps its vCPU
- * from going idle, so the next handoff's wake-up, which lands there, pays
- * no idle exit (4096 ranks: 14 -> 8.6 us per rank, for about 20% more CPU
- * time per rank). Not under Valgrind, which runs one thread at a time.
- * (docs/benchmarks.md) */
-#define PARK_SPIN_NS        50000u
-#define PARK_SPIN_NS_PINNED 20000u
-#define PARK_SPIN_MAX_RANKS 512
-static unsigned park_spin_ns(const struct kb_run *run)
-{
-    if (under_valgrind())
-        return 0;
-    if (run->affinity != KB_AFFINITY_ONE_CPU)
-        return PARK_SPIN_NS;
-    return run->nprocs <= PARK_SPIN_MAX_RANKS ? PARK_SPIN_NS_PINNED : 0;
-}
-
-/* How long a suspended rank looks at its slot before it sleeps. Spinning
- * pays only when the baton comes back soon and every thread of the loop
- * has a CPU of its own: at most as many ranks as online CPUs (rounds with
- * nothing to drain leave the driver out), not pinned to one CPU (there the
- * next holder needs the CPU a spinner would burn), and not under Valgrind
- * (which runs one thread at a time). About 200 pauses, a few microseconds:
- * less than one cross-CPU wake-up here (docs/benchmarks.md). */
-static unsigned spin_budget(const struct kb_run *run)
-{
-    long ncpu = online_cpus();
-    if (under_valgrind())
-        return 0;
-    if (run->affinity == KB_AFFINITY_ONE_CPU || run->nprocs < 2 || run->nprocs > ncpu)
-        return 0;
-    return 200;
-}
-
 /* KB_AFFINITY_SPREAD: the CPUs the driver may run on, in order, which
- * rank r's thread is pinned to round-robin (rank r on cpus[r % ncpus]), and
- * whether ranks nudge the holder after next (they do with two CPUs or more,
- * outside Valgrind, which runs one thread at a time; a nudged rank watches
- * its slot for KB_NUDGE_WATCH_NS). 0 or KB_ENOMEM. */
+ * rank r's thread is pinned to round-robin (rank r on cpus[r % ncpus]).
+ * 0 or KB_ENOMEM. */
 static int resolve_spread(struct kb_run *run)
 {
     if (run->affinity != KB_AFFINITY_SPREAD)
@@ -178,34 +94,7 @@ static int resolve_spread(struct kb_run *run)
         run->ncpus = kb_sys_mask_cpus(&mask, run->cpus, n);
     else
         run->cpus[run->ncpus++] = kb_sys_current_cpu();
-    run->nudged_ns = run->ncpus >= 2 && !under_valgrind() ? KB_NUDGE_WATCH_NS : 0;
     return 0;
-}
-
-/* With more ranks than CPUs (and no spin above), how long a suspended
- * rank looks at its slot, calling sched_yield() between looks
- * (kb_slot_wait_yield), before it sleeps: only unpinned with two CPUs or
- * more. The baton rarely comes back that soon; what pays is that a CPU
- * with a yielding thread does not go idle, so the wake-up of the next
- * holder, which the kernel is likely to put there, pays no idle exit of a
- * virtual CPU (10-25 us on the machines measured), and a yield gives the
- * CPU to that holder as soon as it is runnable, so the look never keeps it
- * waiting. Measured side by side, yield per turn, 2 vCPUs: N=8 11 -> 2.1-2.9
- * us, N=64 10.4 -> 4.5-5.1, N=512 13 -> 4.7-5.2, N=4096 17 -> 8.8-9.7 (50
- * us; 20 us measured slower at every N). The price: up to 50 us of CPU
- * time per turn on a CPU nobody else wanted. Not pinned to one CPU (every
- * yielder would share the next holder's CPU; the spawn looks measured
- * slower there), not with KB_AFFINITY_SPREAD (its nudges keep both CPUs
- * busy already), not under Valgrind. */
-#define LOOK_NS 50000u
-static unsigned look_budget(const struct kb_run *run)
-{
-    if (under_valgrind())
-        return 0;
-    long ncpu = online_cpus();
-    if (run->affinity != 0 || ncpu < 2 || run->nprocs <= ncpu)
-        return 0;
-    return LOOK_NS;
 }
 
 /* A path from the options, else the environment's (empty = unset). */
@@ -501,7 +390,7 @@ static int assign_worker(struct kb_run *run, int i)
     w->fresh = created;
     w->rank = &run->ranks[i];
     w->cmd = KB_CMD_RUN;
-    w->park_spin_ns = run->park_spin_ns;
+    w->park_look_ns = run->park_look_ns;
     run->ranks[i].w = w;
     if (run->crash_report && !w->altstack) {
         w->altstack = kb_malloc(run->altstack_size);
@@ -556,7 +445,7 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
         run_free(run);
         return rc;
     }
-    run->park_spin_ns = park_spin_ns(run);
+    kb_wait_policy_resolve(run);
     for (int i = 0; i < nprocs; i++) {
         rc = assign_worker(run, i);
         if (rc != 0) {
@@ -570,8 +459,6 @@ int kb_run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_sp
         run->ranks[i].w->fresh = 0;
     if (run->affinity == KB_AFFINITY_ONE_CPU)
         run->cpu = kb_sys_current_cpu();
-    run->spins = spin_budget(run);
-    run->look_ns = look_budget(run);
     run->driver_tid = kb_sys_tid();
     kb_hb_sync_word(&run->join_due, sizeof run->join_due);
     if (run->stall_ms)

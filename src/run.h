@@ -101,11 +101,12 @@ struct kb_run {
      * ranks run (sched.c: driver_wait) and clears it at the start of each
      * kb_join, holding the baton; ranks only read it. */
     int join_due;
-    unsigned spins;     /* looks at its slot a suspended rank takes before sleeping (run.c) */
-    unsigned look_ns;   /* else how long it looks at it, yielding, before sleeping (run.c) */
-    unsigned nudged_ns; /* KB_AFFINITY_SPREAD: how long a nudged rank watches its slot; 0 = no nudges */
-    int stop;           /* enum kb_stop, written by the rank handing to the driver */
-    int failed_rank;    /* with KB_STOP_FAILED */
+    /* How a suspended rank waits for its next turn (wait_policy.c); fixed
+     * for the spawn. Its watch is non-zero exactly when ranks nudge the
+     * holder after next (kb_ahead_of). */
+    struct kb_wait_budget rank_wait;
+    int stop;        /* enum kb_stop, written by the rank handing to the driver */
+    int failed_rank; /* with KB_STOP_FAILED */
     /* the barrier: arrivals at the current generation; the generation,
      * which grows by one each time it opens; and the round it last opened
      * in. A waiter leaves once the generation it arrived at has passed and
@@ -125,8 +126,8 @@ struct kb_run {
     int join_timed;                /* a timed kb_join is driving: join_due is to be set at... */
     struct timespec join_deadline; /* ...this absolute CLOCK_MONOTONIC time */
     /* how long the driver, and a worker whose rank finished, look at their
-     * slots before they sleep (run.c: park_spin_ns) */
-    unsigned park_spin_ns;
+     * slots, yielding, before they sleep (wait_policy.c) */
+    unsigned park_look_ns;
     int failed;     /* the run failed (cancel/abort/clear already done) */
     int fail_code;  /* what kb_spawn returns for it: KB_ESPAWN, KB_ETIMEDOUT, KB_EDIVERGED */
     int drain_code; /* the drain's failing engine code, 0 if none */
@@ -190,8 +191,8 @@ void kb_run_destroy(struct kb_run *run);
 /* The CPU a rank's thread is pinned to under the run's affinity option,
  * -1 for none. */
 int kb_wanted_cpu(const struct kb_run *run, int rank);
-/* KB_AFFINITY_SPREAD: the slot to nudge when self hands the baton to next,
- * or NULL (sched.c). */
+/* With nudges (run->rank_wait.watch): the slot to nudge when self hands
+ * the baton to next, or NULL (sched.c). */
 struct kb_slot *kb_ahead_of(const struct kb_run *run, int self, int next);
 
 /* Driver, holding the baton: wait until no rank is between its post and

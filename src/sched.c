@@ -55,23 +55,28 @@ int kb_wanted_cpu(const struct kb_run *run, int rank)
     return -1;
 }
 
-/* KB_AFFINITY_SPREAD: the slot of the rank that most likely holds the
- * baton after next, if it is worth waking now: it is live and sits on
- * another CPU than next, where it can watch its slot while next runs (a
- * rank not started yet watches in its worker's wait, worker.c). At the end
+/* With nudges: the slot of the rank that most likely holds the baton
+ * after next, if it is worth waking now: it is live and, when ranks are
+ * pinned (KB_AFFINITY_SPREAD), sits on another CPU than next, where it can
+ * watch its slot while next runs; unpinned, the kernel puts it on a CPU
+ * that is busy now (the holder's or next's), so its wake-up pays no halt,
+ * and it watches yielding (a rank not started yet watches in its worker's
+ * wait, worker.c). At the end
  * of a round that is this round's first rank: the next round's first in
  * round-robin order, a guess in the others (a wrong guess costs a wasted
  * watch, never the order). self: the holder (KB_DRIVER for the driver).
  * Holder only, after next was chosen and before it is posted. */
 struct kb_slot *kb_ahead_of(const struct kb_run *run, int self, int next)
 {
-    if (!run->nudged_ns || next == KB_DRIVER || run->norder < 2)
+    if (!run->rank_wait.watch || next == KB_DRIVER || run->norder < 2)
         return NULL;
     int after = run->pos + 1 < run->norder ? run->order[run->pos + 1] : run->order[0];
     if (after == next || after == self)
         return NULL;
     const struct kb_rank *ra = &run->ranks[after];
-    if (ra->state == KB_RS_FINISHED || !ra->w || kb_wanted_cpu(run, after) == kb_wanted_cpu(run, next))
+    if (ra->state == KB_RS_FINISHED || !ra->w)
+        return NULL;
+    if (run->affinity == KB_AFFINITY_SPREAD && kb_wanted_cpu(run, after) == kb_wanted_cpu(run, next))
         return NULL;
     return &ra->w->slot;
 }
@@ -130,16 +135,17 @@ static void driver_wait(struct kb_run *run)
     }
     const struct timespec *deadline = kb_join_deadline(run);
     if (deadline) {
-        if (kb_slot_wait_yield_until(slot, run->park_spin_ns, deadline) == 0)
+        if (kb_slot_wait_yield_until(slot, run->park_look_ns, deadline) == 0)
             return;
         kb_join_expire(run);
     }
-    kb_slot_wait_yield(slot, run->park_spin_ns, 0); /* never nudged */
+    struct kb_wait_budget park = {.look_ns = run->park_look_ns}; /* never nudged */
+    kb_slot_wait_budget(slot, &park);
 }
 
 void kb_wait_nudges(struct kb_run *run)
 {
-    for (int i = 0; run->nudged_ns && i < run->nprocs; i++) {
+    for (int i = 0; run->rank_wait.watch && i < run->nprocs; i++) {
         struct kb_worker *w = run->ranks[i].w;
         while (w && ck_pr_load_int(&w->nudging))
             sched_yield();

@@ -27,17 +27,20 @@ static void *worker_main(void *arg)
     /* A ck_pr store: debuggers and no library code read it, at any time. */
     ck_pr_store_int(&w->tid, kb_sys_tid());
     kb_sys_get_affinity(&w->orig_mask);
-    unsigned spin_ns = 0; /* a fresh thread has nothing to spin for */
+    struct kb_wait_budget wait = {0}; /* a fresh thread has nothing to look for */
     for (;;) {
-        /* A rank's first turn, or EXIT. Only KB_AFFINITY_SPREAD runs nudge
-         * a waiting worker (a rank about to start); a stale nudge after
-         * its spawn ended costs one watch. */
-        kb_slot_wait_yield(&w->slot, spin_ns, KB_NUDGE_WATCH_NS);
+        /* A rank's first turn, or EXIT. Runs with nudges may nudge a
+         * waiting worker (a rank about to start); a stale nudge after its
+         * spawn ended costs one watch. It watches yielding unless it is
+         * pinned (KB_AFFINITY_SPREAD, from its rank's first turn on): an
+         * unpinned thread may share its CPU with the holder. */
+        wait.watch = KB_NUDGE_WATCH_NS | (w->pinned_cpu < 0 ? KB_WATCH_YIELD : 0);
+        kb_slot_wait_budget(&w->slot, &wait);
         if (w->cmd == KB_CMD_EXIT)
             return NULL;
         /* Read while we hold the baton: once our rank has handed it on, the
          * driver may assign us to its next spawn and write the field. */
-        spin_ns = w->park_spin_ns;
+        wait.look_ns = w->park_look_ns;
         kb_rank_run(w, w->rank); /* returns when the rank's function has returned */
     }
 }

@@ -12,7 +12,7 @@
  * driver joins it at once and frees it.
  *
  * Fields are written by the driver while the worker waits (rank, cmd,
- * park_spin_ns), or by the worker while it holds the baton.
+ * park_look_ns), or by the worker while it holds the baton.
  */
 #ifndef KB_WORKER_H
 #define KB_WORKER_H
@@ -49,7 +49,7 @@ struct kb_worker {
     void *altstack;              /* the crash report's signal stack, or NULL */
     size_t altstack_size;
     int altstack_on;        /* sigaltstack installed on its thread */
-    unsigned park_spin_ns;  /* how long it looks at its slot in the pool before it sleeps */
+    unsigned park_look_ns;  /* how long it looks at its slot (yielding) in the pool before it sleeps */
     struct kb_worker *next; /* pool link */
 };
 

@@ -6,7 +6,8 @@
  * seen the post; a nudge wakes a sleeping owner without handing it the
  * baton, the owner watches its slot for a while and then sleeps again; a
  * nudge to an awake owner makes its next wait watch first; a post is taken
- * whatever the nudges.
+ * whatever the nudges; a watch that yields the CPU between looks
+ * (KB_WATCH_YIELD) behaves the same.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -32,7 +33,8 @@
 #define SLEEPING KB_SLOT_SLEEPING
 
 static struct kb_slot slot;
-static int returned; /* __atomic: the owner came back from its wait */
+static int returned;                      /* __atomic: the owner came back from its wait */
+static unsigned owner_watch = 1000000000; /* the owner's watch after a nudge: 1 s */
 
 static uint32_t word(void)
 {
@@ -53,7 +55,7 @@ static int owner_sleeps_within(int ms)
 static void *owner(void *arg)
 {
     (void)arg;
-    kb_slot_wait_spin(&slot, 0, 1000000000); /* after a nudge: watch for 1 s */
+    kb_slot_wait_budget(&slot, &(struct kb_wait_budget){.watch = owner_watch});
     __atomic_store_n(&returned, 1, __ATOMIC_SEQ_CST);
     return NULL;
 }
@@ -133,6 +135,34 @@ static void test_a_post_during_the_watch_is_taken_by_the_watching_owner(void **s
     assert_false(word() & SLEEPING);
 }
 
+static void test_a_yielding_watch_takes_a_post_that_comes_during_it(void **state)
+{
+    (void)state;
+    owner_watch = 1000000000 | KB_WATCH_YIELD;
+    fresh_slot();
+    kb_slot_nudge(&slot); /* nobody waits yet: the owner's wait starts with the watch */
+    returned = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, owner, NULL), 0);
+    nanosleep(&(struct timespec){0, 50000000}, NULL);
+    assert_false(word() & SLEEPING); /* watching, not asleep */
+    assert_int_equal(__atomic_load_n(&returned, __ATOMIC_SEQ_CST), 0);
+    post_and_join(t);
+    assert_false(word() & SLEEPING);
+}
+
+static void test_a_yielding_watch_ends_in_sleep_when_no_post_comes(void **state)
+{
+    (void)state;
+    owner_watch = 20000000 | KB_WATCH_YIELD; /* 20 ms */
+    pthread_t t = start_owner();
+    assert_true(owner_sleeps_within(5000));
+    kb_slot_nudge(&slot);
+    assert_true(owner_sleeps_within(5000)); /* watched, then slept again */
+    assert_int_equal(__atomic_load_n(&returned, __ATOMIC_SEQ_CST), 0);
+    post_and_join(t);
+}
+
 static void test_the_library_of_this_test_is_the_implementation_it_names(void **state)
 {
     (void)state;
@@ -147,7 +177,7 @@ static void test_a_post_before_the_wait_is_not_lost(void **state)
     kb_slot_wait(&slot); /* returns at once */
     assert_int_equal(word(), 1);
     kb_slot_post(&slot);
-    kb_slot_wait_spin(&slot, 0, 0);
+    kb_slot_wait_budget(&slot, &(struct kb_wait_budget){0});
     assert_int_equal(word(), 2);
 }
 
@@ -218,7 +248,7 @@ static void *pingpong(void *arg)
     int me = (int)(intptr_t)arg;
     int turns = UNDER_VALGRIND ? 2000 : PINGPONG_TURNS;
     for (int i = 0; i < turns; i++) {
-        kb_slot_wait_spin(&pair[me], 50, 0);
+        kb_slot_wait_budget(&pair[me], &(struct kb_wait_budget){.spin_ns = 2000});
         if (__atomic_add_fetch(&holding, 1, __ATOMIC_SEQ_CST) != 1)
             __atomic_add_fetch(&overlaps, 1, __ATOMIC_SEQ_CST);
         __atomic_sub_fetch(&holding, 1, __ATOMIC_SEQ_CST);
@@ -255,6 +285,12 @@ static int destroy_slot(void **state)
     return 0;
 }
 
+static int reset_owner_watch(void **state)
+{
+    owner_watch = 1000000000;
+    return destroy_slot(state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +306,8 @@ int main(void)
                                   destroy_slot),
         cmocka_unit_test_teardown(test_a_pending_post_is_taken_at_once_despite_a_nudge, destroy_slot),
         cmocka_unit_test_teardown(test_a_post_during_the_watch_is_taken_by_the_watching_owner, destroy_slot),
+        cmocka_unit_test_teardown(test_a_yielding_watch_takes_a_post_that_comes_during_it, reset_owner_watch),
+        cmocka_unit_test_teardown(test_a_yielding_watch_ends_in_sleep_when_no_post_comes, reset_owner_watch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,9 +2,11 @@
 # Makefile. They build in $(BUILD) (build/ by default) with CMake and run
 # the full sizes that ctest only samples:
 #
-#   make soak        10^7 handoffs in one spawn, 4096 ranks, 10^4 spawn/fail
-#                    cycles on one ctx (minutes); KB_SOAK_HANDOFFS,
-#                    KB_SOAK_RANKS, KB_SOAK_CYCLES override the sizes
+#   make soak        10^8 handoffs in one spawn, 4096 ranks, 10^4 spawn/fail
+#                    cycles on one ctx, with the automatic wait policy and
+#                    again with KB_WAIT_POLICY=nudge (tens of minutes);
+#                    KB_SOAK_HANDOFFS, KB_SOAK_RANKS, KB_SOAK_CYCLES override
+#                    the sizes
 #   make fuzz-long   10^5 seeded random programs on the library and on the
 #                    model, identical traces required; prints the count.
 #                    FUZZ_SEEDS=n and FUZZ_FIRST=s choose the range
@@ -27,6 +29,7 @@ FUZZ_BUILD ?= $(REL_BUILD)-fuzz
 soak: $(REL_BUILD)/CMakeCache.txt
 	cmake --build $(REL_BUILD) -j $(REL_JOBS) --target test_rel_soak
 	KB_SOAK=1 CMOCKA_MESSAGE_OUTPUT=stdout ./$(REL_DIR)/test_rel_soak
+	KB_SOAK=1 KB_WAIT_POLICY=nudge CMOCKA_MESSAGE_OUTPUT=stdout ./$(REL_DIR)/test_rel_soak
 
 fuzz-long: $(REL_BUILD)/CMakeCache.txt
 	cmake --build $(REL_BUILD) -j $(REL_JOBS) --target test_rel_differential

@@ -4,7 +4,7 @@
  * spawn/fail cycles on one ctx with no growth in threads or memory.
  *
  * ctest runs reduced sizes (smaller still under Valgrind); `make soak`
- * (KB_SOAK=1) runs the full ones: 10^7 handoffs, 4096 ranks, 10^4 cycles.
+ * (KB_SOAK=1) runs the full ones: 10^8 handoffs, 4096 ranks, 10^4 cycles.
  * KB_SOAK_HANDOFFS / KB_SOAK_RANKS / KB_SOAK_CYCLES override each.
  *
  * Nothing here calls cmocka from a rank or a hook: violations are counted
@@ -122,7 +122,7 @@ static int ho_rank(int rank, void *arg)
 static void test_handoffs_keep_one_running_and_the_order(void **state)
 {
     (void)state;
-    long want = size_of("KB_SOAK_HANDOFFS", 10000000L, 1000000L, 100000L);
+    long want = size_of("KB_SOAK_HANDOFFS", 100000000L, 1000000L, 100000L);
     struct ho s;
     memset(&s, 0, sizeof s);
     /* a round is one handoff per rank, plus one back to the driver when

@@ -1,0 +1,265 @@
+/*
+ * The wait policy (src/wait_policy.c): which looks a waiting thread takes
+ * before it sleeps, and whether ranks nudge ahead, for each affinity
+ * option, rank count, CPU count (the calling thread's mask, set here) and
+ * KB_WAIT_POLICY. Only the choice is tested here; that every choice gives
+ * the same schedule is tested by the differential runs under each policy
+ * (tests/reliability, test_rel_differential/wait=*).
+ */
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "run.h"
+#include "wait_policy.h"
+
+#ifdef KB_HAVE_VALGRIND_H
+#include <valgrind/valgrind.h>
+#define UNDER_VALGRIND (RUNNING_ON_VALGRIND != 0)
+#else
+#define UNDER_VALGRIND 0
+#endif
+
+/* The policy resolved for a spawn of nprocs ranks with this affinity
+ * option, the calling thread allowed on its first ncpu CPUs. */
+static struct kb_run resolve(int nprocs, int affinity, int ncpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < ncpu; i++)
+        CPU_SET(i, &set);
+    assert_int_equal(sched_setaffinity(0, sizeof set, &set), 0);
+    struct kb_run run;
+    memset(&run, 0, sizeof run);
+    run.nprocs = nprocs;
+    run.affinity = affinity;
+    run.ncpus = affinity == KB_AFFINITY_SPREAD ? ncpu : 0;
+    kb_wait_policy_resolve(&run);
+    return run;
+}
+
+static int machine_cpus(void)
+{
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    return CPU_COUNT(&set);
+}
+
+/* Every test needs two CPUs to choose from (CI's machines have two). */
+static int setup(void **state)
+{
+    (void)state;
+    unsetenv("KB_WAIT_POLICY");
+    if (machine_cpus() < 2) {
+        fprintf(stderr, "test_internal_wait_policy: needs 2 CPUs, has %d\n", machine_cpus());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    unsetenv("KB_WAIT_POLICY");
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        CPU_SET(i, &set);
+    sched_setaffinity(0, sizeof set, &set); /* the kernel keeps the online ones */
+    return 0;
+}
+
+static int sleeps_at_once(const struct kb_wait_budget *b)
+{
+    return b->spin_ns == 0 && b->look_ns == 0 && b->watch == 0;
+}
+
+static void test_under_valgrind_every_wait_sleeps_at_once(void **state)
+{
+    (void)state;
+    if (!UNDER_VALGRIND)
+        return; /* the same program under valgrind/ checks it */
+    struct kb_run run = resolve(9, 0, 2);
+    assert_true(sleeps_at_once(&run.rank_wait));
+    assert_int_equal(run.park_look_ns, 0);
+}
+
+static void test_on_one_cpu_a_rank_looks_yielding_and_never_spins_or_nudges(void **state)
+{
+    (void)state;
+#ifdef KB_TEST_PORTABLE
+    return; /* no affinity to read: the policy counts the online CPUs */
+#endif
+    if (UNDER_VALGRIND)
+        return;
+    for (int n = 1; n <= 4096; n *= 8) {
+        struct kb_run run = resolve(n, 0, 1);
+        assert_int_equal(run.rank_wait.spin_ns, 0);
+        assert_true(run.rank_wait.look_ns > 0);
+        assert_int_equal(run.rank_wait.watch, 0);
+    }
+}
+
+static void test_with_fewer_ranks_than_cpus_a_rank_spins_while_the_driver_drains(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    struct kb_run run = resolve(1, 0, 2);
+    assert_true(run.rank_wait.spin_ns > 0);
+    assert_int_equal(run.rank_wait.look_ns, 0);
+    assert_int_equal(run.rank_wait.watch, 0);
+}
+
+static void test_with_as_many_ranks_as_cpus_a_rank_spins_briefly_then_looks_yielding(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    struct kb_run run = resolve(2, 0, 2);
+    assert_true(run.rank_wait.spin_ns > 0);
+    assert_true(run.rank_wait.look_ns > run.rank_wait.spin_ns);
+    assert_int_equal(run.rank_wait.watch, 0);
+}
+
+static void test_with_up_to_four_ranks_per_cpu_a_rank_looks_yielding(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    for (int n = 3; n <= 8; n++) {
+        struct kb_run run = resolve(n, 0, 2);
+        assert_int_equal(run.rank_wait.spin_ns, 0);
+        assert_true(run.rank_wait.look_ns > 0);
+        assert_int_equal(run.rank_wait.watch, 0);
+    }
+}
+
+static void test_with_more_ranks_a_rank_sleeps_at_once_and_nudged_ones_watch_yielding(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    for (int n = 9; n <= 4096; n *= 2) {
+        struct kb_run run = resolve(n, 0, 2);
+        assert_int_equal(run.rank_wait.spin_ns, 0);
+        assert_int_equal(run.rank_wait.look_ns, 0);
+        assert_true(run.rank_wait.watch & KB_WATCH_YIELD);
+        assert_true((run.rank_wait.watch & KB_WATCH_NS) > 0);
+    }
+}
+
+static void test_the_driver_looks_yielding_before_it_sleeps_unpinned(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    for (int n = 1; n <= 4096; n *= 8)
+        assert_true(resolve(n, 0, 2).park_look_ns > 0);
+}
+
+static void test_kb_wait_policy_overrides_the_automatic_choice(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    setenv("KB_WAIT_POLICY", "nudge", 1);
+    struct kb_run run = resolve(2, 0, 2);
+    assert_true(run.rank_wait.watch & KB_WATCH_YIELD);
+    assert_int_equal(run.rank_wait.spin_ns + run.rank_wait.look_ns, 0);
+    setenv("KB_WAIT_POLICY", "sleep", 1);
+    run = resolve(1, 0, 2);
+    assert_true(sleeps_at_once(&run.rank_wait));
+    setenv("KB_WAIT_POLICY", "spin", 1);
+    run = resolve(64, 0, 2);
+    assert_true(run.rank_wait.spin_ns > 0);
+    assert_int_equal(run.rank_wait.look_ns + run.rank_wait.watch, 0);
+    setenv("KB_WAIT_POLICY", "look", 1);
+    run = resolve(64, 0, 2);
+    assert_true(run.rank_wait.look_ns > 0);
+    assert_int_equal(run.rank_wait.watch, 0);
+    setenv("KB_WAIT_POLICY", "auto", 1);
+    run = resolve(64, 0, 2);
+    assert_true(run.rank_wait.watch & KB_WATCH_YIELD);
+}
+
+/* The text written to stderr while resolving a spawn of n ranks. */
+static void resolve_capturing_stderr(int n, char *buf, size_t cap, struct kb_run *out)
+{
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    assert_true(dup2(fileno(tmp), 2) >= 0);
+    *out = resolve(n, 0, 2);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t len = fread(buf, 1, cap - 1, tmp);
+    buf[len] = '\0';
+    fclose(tmp);
+}
+
+static void test_a_malformed_kb_wait_policy_is_ignored_with_a_warning(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    setenv("KB_WAIT_POLICY", "fast", 1);
+    char text[512];
+    struct kb_run run;
+    resolve_capturing_stderr(64, text, sizeof text, &run);
+    assert_non_null(strstr(text, "ignoring KB_WAIT_POLICY=fast"));
+    assert_true(run.rank_wait.watch & KB_WATCH_YIELD); /* the automatic choice */
+}
+
+static void test_one_cpu_affinity_sleeps_at_once_and_ignores_kb_wait_policy(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    setenv("KB_WAIT_POLICY", "spin", 1);
+    struct kb_run run = resolve(8, KB_AFFINITY_ONE_CPU, 2);
+    assert_true(sleeps_at_once(&run.rank_wait));
+    assert_true(run.park_look_ns > 0);
+    assert_int_equal(resolve(4096, KB_AFFINITY_ONE_CPU, 2).park_look_ns, 0);
+}
+
+static void test_spread_affinity_nudges_with_pausing_watches(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    struct kb_run run = resolve(8, KB_AFFINITY_SPREAD, 2);
+    assert_true(run.rank_wait.watch > 0);
+    assert_false(run.rank_wait.watch & KB_WATCH_YIELD); /* pinned apart from the holder */
+    assert_true(resolve(2, KB_AFFINITY_SPREAD, 2).rank_wait.spin_ns > 0);
+    assert_int_equal(resolve(8, KB_AFFINITY_SPREAD, 1).rank_wait.watch, 0); /* one CPU: no nudges */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_under_valgrind_every_wait_sleeps_at_once),
+        cmocka_unit_test(test_on_one_cpu_a_rank_looks_yielding_and_never_spins_or_nudges),
+        cmocka_unit_test(test_with_fewer_ranks_than_cpus_a_rank_spins_while_the_driver_drains),
+        cmocka_unit_test(test_with_as_many_ranks_as_cpus_a_rank_spins_briefly_then_looks_yielding),
+        cmocka_unit_test(test_with_up_to_four_ranks_per_cpu_a_rank_looks_yielding),
+        cmocka_unit_test(test_with_more_ranks_a_rank_sleeps_at_once_and_nudged_ones_watch_yielding),
+        cmocka_unit_test(test_the_driver_looks_yielding_before_it_sleeps_unpinned),
+        cmocka_unit_test(test_kb_wait_policy_overrides_the_automatic_choice),
+        cmocka_unit_test(test_a_malformed_kb_wait_policy_is_ignored_with_a_warning),
+        cmocka_unit_test(test_one_cpu_affinity_sleeps_at_once_and_ignores_kb_wait_policy),
+        cmocka_unit_test(test_spread_affinity_nudges_with_pausing_watches),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
