@@ -3,7 +3,8 @@
 write the results under bench/results/.
 
     run.py --bindir BUILD [--results DIR] [--smoke] [--reps R] [--only WORD ...]
-           [--quiet-wait SECONDS] [--no-maxn]
+           [--quiet-wait SECONDS] [--no-maxn] [--condvar-bindir DIR] [--baseline-bindir DIR]
+           [--no-idle-wait]
 
 The programs (built by bench/CMakeLists.txt into BUILD) print one KBR line
 per measured repetition (see bench_common.h); this script plans the runs
@@ -23,6 +24,15 @@ with KB_BATON=condvar, bench/bench.mk's build-bench-condvar), every yield,
 wait and spawn job of kb_bench (unpinned, spread, pinned) runs again right
 after the futex one from that build: impl kbthreads_condvar[_spread]
 (kb_bench names its figures for its library's kb_baton_name()).
+
+Issue 20 (bench/run_idle.py): every job first waits (bounded) for an idle
+machine and records the 1-minute load and the other runnable tasks at its
+start and its CPU time; the default options run also under one CPU
+(kbthreads_taskset) and the wait loop pinned, beside --pin and --spread;
+the simulation-shaped job runs in C, in Python and on greenlet (checksums
+compared); a CPU hog section and a two-side-by-side section follow, each
+against --baseline-bindir (a build of these programs against an older
+library) when given.
 
 Output: bench/results/<kind>-<UTC stamp>.json (everything: machine,
 parameters, notes, every sample and the summary) and .csv (the summary),
@@ -623,7 +633,9 @@ def summarize(samples):
         out.append({"bench": bench, "impl": impl, "pin": pin, "n": n, "unit": unit,
                     "median": statistics.median(values), "min": min(values), "max": max(values),
                     "count": len(values), "values": values,
-                    "others_cpu": max(s.get("others_cpu", 0.0) for s in ss)})
+                    "others_cpu": max(s.get("others_cpu", 0.0) for s in ss),
+                    "load1": max(s.get("load1", 0.0) for s in ss),
+                    "flagged": any(s.get("flagged") for s in ss)})
     return out
 
 

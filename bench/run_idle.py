@@ -73,15 +73,15 @@ class IdleGate:
 
     def before_job(self, wait=True):
         """Wait (bounded) for an idle machine; return what the job started on."""
-        t0 = time.monotonic()
+        waited = 0.0  # seconds slept (the sampling itself takes ~40 ms a job)
         while True:
             load, others = loadavg1(), others_runnable()
             idle = load <= self.limit or others == 0
-            waited = time.monotonic() - t0
             if (idle or not wait or not self.enabled or waited >= IDLE_MAX_WAIT
                     or self.spent + waited >= IDLE_BUDGET):
                 break
             time.sleep(2)
+            waited += 2
         self.spent += waited
         return {"load1": round(load, 2), "others_runnable": others, "waited_s": round(waited, 1),
                 "started_busy": not idle}
