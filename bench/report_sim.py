@@ -124,21 +124,29 @@ def write_hog(R, w, h):
       "the same way right after. Per operation, wall time / CPU time, medians; the quiet figure is the same "
       "job without the hog, from the main tables." % idle.get("hog_cpu", "?"))
     w("")
+    blocks = [(op, op, "quiet", "kbthreads", "hog", "kbthreads_hog", "kbthreads_baseline_hog")
+              for op in ("yield", "wait")]
+    write_loaded(R, w, h, ns, blocks, "with a CPU hog, the default no slower than the baseline's default")
+
+
+def write_loaded(R, w, h, ns, blocks, target):
+    """The table of a loaded section and its verdict. blocks: (bench, label,
+    quiet word, quiet impl, loaded word, loaded impl, baseline's loaded impl)."""
     rows, oks = [], []
-    for op in ("yield", "wait"):
-        rows.append(["%s, quiet" % op] + [cell(R, h, op, "kbthreads", n) for n in ns])
-        rows.append(["%s, hog" % op] + [cell(R, h, op, "kbthreads_hog", n) for n in ns])
-        if R.has(op, "kbthreads_baseline_hog"):
-            rows.append(["%s, hog, baseline" % op] + [cell(R, h, op, "kbthreads_baseline_hog", n) for n in ns])
-            cells, ok = newer_vs_baseline(R, h, op, "kbthreads_hog", "kbthreads_baseline_hog", ns)
-            rows.append(["%s: new / baseline (≤ 1)" % op] + cells)
+    for bench, label, quiet, alone, loaded, new, base in blocks:
+        if not R.has(bench, new):
+            continue
+        rows.append(["%s, %s" % (label, quiet)] + [cell(R, h, bench, alone, n) for n in ns])
+        rows.append(["%s, %s" % (label, loaded)] + [cell(R, h, bench, new, n) for n in ns])
+        if R.has(bench, base):
+            rows.append(["%s, %s, baseline" % (label, loaded)] + [cell(R, h, bench, base, n) for n in ns])
+            cells, ok = newer_vs_baseline(R, h, bench, new, base, ns)
+            rows.append(["%s: new / baseline (≤ 1)" % label] + cells)
             oks.append(ok)
     w(h.md_table(["N"] + [str(n) for n in ns], rows))
     w("")
     measured = [o for o in oks if o is not None]
-    w(h.md_table(["target (issue 20)", "verdict"],
-                 [["with a CPU hog, the default no slower than the baseline's default",
-                   h.verdict(all(measured) if measured else None)]]))
+    w(h.md_table(["target (issue 20)", "verdict"], [[target, h.verdict(all(measured) if measured else None)]]))
     w("")
 
 
@@ -151,22 +159,7 @@ def write_pair(R, w, h):
       "copies' runs. Per operation, wall time / CPU time of one process, medians; \"alone\" is the same job "
       "run by itself.")
     w("")
-    rows, oks = [], []
-    for label, alone, pair, base in (("C", "kbthreads", "kbthreads_pair", "kbthreads_baseline_pair"),
-                                     ("Python", impl, impl + "_pair", "kbthreads_py_baseline_pair")):
-        if not R.has("sim", pair):
-            continue
-        rows.append(["%s, alone" % label] + [cell(R, h, "sim", alone, n) for n in ns])
-        rows.append(["%s, two side by side" % label] + [cell(R, h, "sim", pair, n) for n in ns])
-        if R.has("sim", base):
-            rows.append(["%s, two side by side, baseline" % label] + [cell(R, h, "sim", base, n) for n in ns])
-            cells, ok = newer_vs_baseline(R, h, "sim", pair, base, ns)
-            rows.append(["%s: new / baseline (≤ 1)" % label] + cells)
-            oks.append(ok)
-    w(h.md_table(["N"] + [str(n) for n in ns], rows))
-    w("")
-    measured = [o for o in oks if o is not None]
-    w(h.md_table(["target (issue 20)", "verdict"],
-                 [["two simulations side by side, the default no slower than the baseline's default",
-                   h.verdict(all(measured) if measured else None)]]))
-    w("")
+    blocks = [("sim", "C", "alone", "kbthreads", "two side by side", "kbthreads_pair", "kbthreads_baseline_pair"),
+              ("sim", "Python", "alone", impl, "two side by side", impl + "_pair", "kbthreads_py_baseline_pair")]
+    write_loaded(R, w, h, ns, blocks,
+                 "two simulations side by side, the default no slower than the baseline's default")

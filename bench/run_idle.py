@@ -75,7 +75,7 @@ class IdleGate:
         """Wait (bounded) for an idle machine; return what the job started on."""
         waited = 0.0  # seconds slept (the sampling itself takes ~40 ms a job)
         while True:
-            load, others = loadavg1(), others_runnable()
+            load, others = loadavg1(), others_runnable(5 if self.enabled else 1)
             idle = load <= self.limit or others == 0
             if (idle or not wait or not self.enabled or waited >= IDLE_MAX_WAIT
                     or self.spent + waited >= IDLE_BUDGET):
