@@ -227,8 +227,9 @@ void run_sim(const struct bench_opts *o, const kb_spawn_opts *so, const char *im
             last = s.t_last[r] > last ? s.t_last[r] : last;
         }
         uint64_t ops = (uint64_t)s.n * (uint64_t)o->m * SIM_OPS_PER_STEP;
-        bench_emit("sim", impl, 0, s.n, rep, (double)(last - first) / (double)ops, "ns", ops);
-        bench_emit("sim_cpu", impl, 0, s.n, rep, (double)(s.cpu_last - s.cpu_first) / (double)ops, "ns", ops);
+        bench_emit("sim", impl, o->pin, s.n, rep, (double)(last - first) / (double)ops, "ns", ops);
+        bench_emit("sim_cpu", impl, o->pin, s.n, rep, (double)(s.cpu_last - s.cpu_first) / (double)ops, "ns",
+                   ops);
     }
     char buf[96];
     snprintf(buf, sizeof buf, "%ld:%ld:%016" PRIx64 ":%" PRIu64, s.n, o->m, first_sum, s.events);

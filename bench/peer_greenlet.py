@@ -206,6 +206,7 @@ def run_sim(a):
     """The simulation-shaped job on this scheduler (bench/sim_model.py)."""
     import sim_model
 
+    sim_model.check_args("peer_greenlet", a.n, a.m, a.reps)
     engine = sim_model.SimEngine(a.n, a.m + 1)
     ctx = Context(engine)
     colls = ctx.distributed.backend.pending_collectives

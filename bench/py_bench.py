@@ -130,6 +130,7 @@ def run_sim(kbthreads, a, impl: str) -> None:
     sys.path.insert(0, HERE)
     import sim_model
 
+    sim_model.check_args("py_bench", a.n, a.m, a.reps)
     engine = sim_model.SimEngine(a.n, a.m + 1)
     ctx = kbthreads.Context(engine)
     colls = ctx.pending_collectives

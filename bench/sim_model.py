@@ -17,6 +17,7 @@ order (FNV-1a style, 64 bits); a repetition whose checksum or number of
 completions differs from the expected raises.
 """
 import heapq
+import sys
 import time
 
 KERNELS = 4
@@ -145,6 +146,14 @@ def rank_body(engine: SimEngine, m: int, wait, yield_, submit, stamps: dict):
             cpu[1] = cpu_ns()
 
     return rank_fn
+
+
+def check_args(prog: str, n: int, m: int, reps: int) -> None:
+    """Exit 2 with a message for counts the job cannot run (a CLI's bad input)."""
+    if n < 1 or m < 1 or reps < 0:
+        print("%s: sim: --n and --m must be at least 1 and --reps at least 0 (got %d, %d, %d)"
+              % (prog, n, m, reps), file=sys.stderr)
+        sys.exit(2)
 
 
 def run(impl: str, n: int, m: int, reps: int, engine: SimEngine, spawn, wait, yield_, submit) -> None:
