@@ -38,7 +38,7 @@ SIM_OPS_SMOKE = 600
 SIM_OPS_PER_STEP = 6
 
 
-def loadavg1():
+def loadavg1() -> float:
     try:
         with open("/proc/loadavg") as f:
             return float(f.read().split()[0])
@@ -46,7 +46,7 @@ def loadavg1():
         return 0.0
 
 
-def procs_running():
+def procs_running() -> int:
     with open("/proc/stat") as f:
         for line in f:
             if line.startswith("procs_running"):
@@ -54,7 +54,7 @@ def procs_running():
     return 1
 
 
-def others_runnable(samples=5, gap=0.01):
+def others_runnable(samples: int = 5, gap: float = 0.01) -> int:
     """Runnable tasks other than this script (median of a few samples)."""
     seen = []
     for i in range(samples):
@@ -65,13 +65,13 @@ def others_runnable(samples=5, gap=0.01):
 
 
 class IdleGate:
-    def __init__(self, enabled=True):
+    def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.ncpu = os.cpu_count() or 1
         self.limit = IDLE_LOAD_PER_CPU * self.ncpu
         self.spent = 0.0
 
-    def before_job(self, wait=True):
+    def before_job(self, wait: bool = True) -> dict:
         """Wait (bounded) for an idle machine; return what the job started on."""
         waited = 0.0  # seconds slept (the sampling itself takes ~40 ms a job)
         while True:
@@ -87,28 +87,28 @@ class IdleGate:
                 "started_busy": not idle}
 
 
-def sim_m(plan, n):
+def sim_m(plan, n: int) -> int:
     """Steps per repetition of the sim job at N (the same for C, Python and
     greenlet: the checksum covers the whole repetition)."""
     ops = SIM_OPS_SMOKE if plan.smoke else SIM_OPS_FULL
     return max(4, math.ceil(ops / (SIM_OPS_PER_STEP * n)))
 
 
-def sim_ns(plan):
+def sim_ns(plan) -> list:
     return SIM_NS_SMOKE if plan.smoke else SIM_NS_FULL
 
 
-def loaded_ns(plan):
+def loaded_ns(plan) -> list:
     return LOADED_NS_SMOKE if plan.smoke else LOADED_NS_FULL
 
 
-def pin_cpu0():
+def pin_cpu0() -> None:
     """preexec_fn of the taskset jobs: the whole process on the first CPU it
     may use (as `taskset -c 0` does)."""
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
-def other_cpu():
+def other_cpu() -> int:
     """The CPU the hog runs on: the last one this process may use (the
     taskset jobs use the first)."""
     return max(os.sched_getaffinity(0))
@@ -118,18 +118,18 @@ class Hog:
     """A busy loop (/bin/sh `while :; do :; done`) pinned to other_cpu(),
     started before a job and stopped (by its pid) after it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.cpu = other_cpu()
         self.p = None
 
-    def __enter__(self):
+    def __enter__(self) -> "Hog":
         cpu = self.cpu
         self.p = subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"],
                                   preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
         time.sleep(0.3)  # let it take its CPU before the job starts
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> bool:
         self.p.send_signal(signal.SIGKILL)
         self.p.wait()
         return False
@@ -152,30 +152,30 @@ def baseline_python(runner):
 
 # -- the jobs --------------------------------------------------------------
 
-def taskset_job(runner, mode, n, argv):
+def taskset_job(runner, mode: str, n: int, argv: list) -> None:
     """The default options with the whole process on one CPU (impl kbthreads_taskset)."""
     if runner.want("kbthreads", "taskset", mode):
         runner.run("kbthreads %s N=%d taskset" % (mode, n), argv, preexec_fn=pin_cpu0,
                    rename={"kbthreads": "kbthreads_taskset"})
 
 
-def pinned_wait_job(runner, n, argv):
+def pinned_wait_job(runner, n: int, argv: list) -> None:
     """--pin for the wait loop (the yield loop has had it all along)."""
     if runner.want("kbthreads", "pin", "wait"):
         runner.run("kbthreads wait N=%d pinned" % n, argv + ["--pin"])
 
 
-def best_of_ns(runner):
+def best_of_ns(runner) -> list:
     """The Ns of the taskset and pinned-wait jobs: every N of a full run, the spread N of a smoke run."""
     return runner.plan.spread_ns
 
 
-def sim_argv(runner, prog_dir, n, m, extra=()):
+def sim_argv(runner, prog_dir: str, n: int, m: int, extra: tuple = ()) -> list:
     return [os.path.join(prog_dir, "kb_bench"), "sim", "--n", str(n), "--m", str(m),
             "--reps", str(runner.plan.reps)] + list(extra)
 
 
-def py_sim_argv(runner, n, m, lib, accel, binding=None, impl=None):
+def py_sim_argv(runner, n: int, m: int, lib: str, accel, binding=None, impl=None) -> list:
     argv = [runner.python, os.path.join(runner.here, "py_bench.py"), "sim", "--n", str(n), "--m", str(m),
             "--reps", str(runner.plan.reps), "--lib", lib]
     argv += ["--accel", accel] if accel else ["--ctypes"]
@@ -184,13 +184,13 @@ def py_sim_argv(runner, n, m, lib, accel, binding=None, impl=None):
     return argv
 
 
-def record_checksum(runner, impl, n, kbi):
+def record_checksum(runner, impl: str, n: int, kbi: list) -> None:
     for key, value in kbi:
         if key == "sim_checksum":
             runner.sim_checksums.setdefault(str(n), {})[impl] = value
 
 
-def sim_family(runner, n):
+def sim_family(runner, n: int) -> None:
     """The simulation-shaped job at N: C (default options; the baseline
     build's), Python through the binding (the baseline's binding too), the
     greenlet peer; the same M for all, so the checksums compare."""
@@ -221,7 +221,7 @@ def sim_family(runner, n):
         record_checksum(runner, "greenlet", n, kbi)
 
 
-def check_checksums(runner):
+def check_checksums(runner) -> list:
     """Every scheduler must have seen the same event order at each N."""
     bad = []
     for n, by_impl in sorted(runner.sim_checksums.items(), key=lambda kv: int(kv[0])):
@@ -232,7 +232,7 @@ def check_checksums(runner):
     return bad
 
 
-def hog_section(runner):
+def hog_section(runner) -> None:
     """Default yield and wait jobs with a busy loop pinned to the other CPU,
     the baseline build's beside them (impls kbthreads_hog, kbthreads_baseline_hog)."""
     if not runner.want("hog"):
@@ -253,7 +253,7 @@ def hog_section(runner):
                                rename={"kbthreads": impl}, deliberate="hog", quiet_fail=bool(tag))
 
 
-def pair_section(runner):
+def pair_section(runner) -> None:
     """Two copies of the sim job started together (C; Python through the
     binding), the baseline build's beside them (impls *_pair)."""
     if not runner.want("pair"):
