@@ -313,7 +313,8 @@ class Runner:
                 elif parts[0] == "KBI" and len(parts) >= 3:
                     key, value = parts[1], ",".join(parts[2:])
                     kbi.append((key, value))
-                    if key not in ("maxn_try", "sim_checksum"):
+                    # Facts of the run come from its own programs, not a renamed (baseline) job's.
+                    if key not in ("maxn_try", "sim_checksum") and not rename:
                         self.info[key] = value
         if rc not in ok_codes:
             err = next((e for r, _, e in best["outs"] if r not in ok_codes), "")
