@@ -14,7 +14,7 @@
 # gnuplot-nox) are skipped with a note.
 #
 # Variables: BENCH_BUILD (build folder), BENCH_ARGS (extra run.py options,
-# e.g. "--reps 9" or "--only kbthreads floors"), BENCH_REUSE, BENCH_PYTHON,
+# e.g. "--reps 9" or "--only kbthreads floors"), BENCH_REUSE, BENCH_PYTHON, BENCH_BASELINE_SRC,
 # BENCH_OPTIONAL_DEPS (no: install only what the build needs).
 
 BENCH_MK_SAVED_GOAL := $(.DEFAULT_GOAL)
@@ -27,6 +27,10 @@ BENCH_BUILD ?= $(BENCH_MK_ROOT)/build-bench
 # The same benchmarks against the library built with the condvar baton
 # (KB_BATON=condvar): bench/run.py --condvar-bindir.
 BENCH_CONDVAR_BUILD ?= $(BENCH_MK_ROOT)/build-bench-condvar
+# BENCH_BASELINE_SRC=<another checkout, e.g. of an older main>: these benchmarks built against that
+# library too, in build-bench-baseline, and run beside the new ones (run.py --baseline-bindir).
+BENCH_BASELINE_SRC ?=
+BENCH_BASELINE_BUILD ?= $(BENCH_MK_ROOT)/build-bench-baseline
 BENCH_PYTHON ?= /usr/bin/python3
 BENCH_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BENCH_ARGS ?=
@@ -78,9 +82,16 @@ bench-build: bench-deps
 	@cmake -S $(BENCH_MK_DIR) -B $(BENCH_CONDVAR_BUILD) -DCMAKE_BUILD_TYPE=Release -DKB_BATON=condvar \
 	  >$(BENCH_CONDVAR_BUILD)/configure.log 2>&1 || { cat $(BENCH_CONDVAR_BUILD)/configure.log; exit 1; }
 	cmake --build $(BENCH_CONDVAR_BUILD) -j $(BENCH_JOBS) --target kb_bench
+ifneq ($(BENCH_BASELINE_SRC),)
+	@mkdir -p $(BENCH_BASELINE_BUILD)
+	@cmake -S $(BENCH_MK_DIR) -B $(BENCH_BASELINE_BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  -DKB_BENCH_LIBRARY_DIR=$(abspath $(BENCH_BASELINE_SRC)) >$(BENCH_BASELINE_BUILD)/configure.log 2>&1 \
+	  || { cat $(BENCH_BASELINE_BUILD)/configure.log; exit 1; }
+	cmake --build $(BENCH_BASELINE_BUILD) -j $(BENCH_JOBS) --target kb_bench kb_bench_python
+endif
 
 BENCH_RUN = $(BENCH_PYTHON) $(BENCH_MK_DIR)/run.py --bindir $(BENCH_BUILD) --condvar-bindir $(BENCH_CONDVAR_BUILD) \
-            --results $(BENCH_RESULTS)
+            --results $(BENCH_RESULTS) $(if $(BENCH_BASELINE_SRC),--baseline-bindir $(BENCH_BASELINE_BUILD))
 
 bench: bench-build
 	$(BENCH_RUN) $(BENCH_ARGS)
@@ -93,7 +104,7 @@ bench-report: $(if $(BENCH_REUSE),bench-deps,bench)
 	  --out $(BENCH_MK_ROOT)/docs/benchmarks.md --png-dir $(BENCH_MK_ROOT)/docs
 
 bench-clean:
-	rm -rf $(BENCH_BUILD) $(BENCH_CONDVAR_BUILD)
+	rm -rf $(BENCH_BUILD) $(BENCH_CONDVAR_BUILD) $(BENCH_BASELINE_BUILD)
 
 # Included: leave the including makefile's default goal alone.
 ifeq ($(BENCH_MK_STANDALONE),yes)

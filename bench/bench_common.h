@@ -24,6 +24,10 @@
 /** CLOCK_MONOTONIC in nanoseconds. */
 uint64_t bench_now_ns(void);
 
+/** CPU time of the whole process (every thread: CLOCK_PROCESS_CPUTIME_ID) in
+ *  nanoseconds. */
+uint64_t bench_cpu_ns(void);
+
 /** Print a KBR line (and flush). */
 void bench_emit(const char *bench, const char *impl, int pin, long n, int rep, double value, const char *unit,
                 uint64_t ops);

@@ -14,6 +14,11 @@
  *   kb_bench mem        --n N [--stack BYTES]                   KiB per rank: resident while idle, and peak
  *   kb_bench maxn       --n N [--stack BYTES]                   does a spawn of N ranks (one yield each)
  *                                                                run? exit 0/3
+ *   kb_bench sim        --n N --m M --reps R [--pin|--spread]   ns per operation of the simulation-shaped
+ *                                                                job (bench/kb_sim.c), M steps
+ *
+ * The loops and sim also report the process's CPU time per operation over
+ * the same interval (figures yield_cpu, wait_cpu, collective_cpu, sim_cpu).
  *
  * Timing of the loops: every rank makes one warm-up call (its first turn
  * also starts its thread's function), stamps the clock, makes M calls and
@@ -39,6 +44,7 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "kb_sim.h"
 
 enum loop_kind { LOOP_YIELD, LOOP_WAIT, LOOP_COLLECTIVE };
 
@@ -48,6 +54,7 @@ struct loop_arg {
     long n, m;
     kb_handle base; /* handles of this repetition: base + 1 + step * n + rank */
     uint64_t *t_first, *t_last;
+    uint64_t cpu_first, cpu_last; /* process CPU time at rank 0's first and rank n-1's last stamp */
 };
 
 static int loop_step(struct loop_arg *a, int rank, long step)
@@ -72,6 +79,8 @@ static int loop_rank(int rank, void *p)
     int rc = loop_step(a, rank, 0);
     if (rc)
         return rc;
+    if (rank == 0)
+        a->cpu_first = bench_cpu_ns();
     a->t_first[rank] = bench_now_ns();
     for (long s = 1; s <= a->m; s++) {
         rc = loop_step(a, rank, s);
@@ -79,6 +88,8 @@ static int loop_rank(int rank, void *p)
             return rc;
     }
     a->t_last[rank] = bench_now_ns();
+    if (rank == a->n - 1)
+        a->cpu_last = bench_cpu_ns();
     return 0;
 }
 
@@ -188,9 +199,14 @@ static void run_loop(const struct bench_opts *o, enum loop_kind kind, const char
         }
         a.base += (kb_handle)(o->m + 1) * (kb_handle)o->n;
         uint64_t ops = (uint64_t)o->n * (uint64_t)o->m;
-        if (rep >= 0)
+        if (rep >= 0) {
+            char cpu_name[32];
+            snprintf(cpu_name, sizeof cpu_name, "%s_cpu", name);
             bench_emit(name, affinity_impl(o), o->pin, o->n, rep, (double)(last - first) / (double)ops, "ns",
                        ops);
+            bench_emit(cpu_name, affinity_impl(o), o->pin, o->n, rep,
+                       (double)(a.cpu_last - a.cpu_first) / (double)ops, "ns", ops);
+        }
     }
     int rc = kb_ctx_destroy(a.ctx);
     if (rc)
@@ -308,8 +324,9 @@ int main(int argc, char **argv)
     struct bench_opts o;
     bench_parse(argc, argv, &o);
     if (!o.mode)
-        bench_die("usage: kb_bench yield|wait|collective|spawn|mem|maxn [--n N] [--m M] [--k K] [--reps R] "
-                  "[--pin | --spread] [--join MS] [--stack BYTES]");
+        bench_die(
+            "usage: kb_bench yield|wait|collective|spawn|mem|maxn|sim [--n N] [--m M] [--k K] [--reps R] "
+            "[--pin | --spread] [--join MS] [--stack BYTES]");
     if (o.join_ms >= 0 && strcmp(o.mode, "yield") != 0 && strcmp(o.mode, "wait") != 0 &&
         strcmp(o.mode, "collective") != 0)
         bench_die("--join applies to yield, wait and collective, not %s", o.mode);
@@ -328,7 +345,11 @@ int main(int argc, char **argv)
         run_mem(&o);
     else if (strcmp(o.mode, "maxn") == 0)
         return run_maxn(&o);
-    else
+    else if (strcmp(o.mode, "sim") == 0) {
+        kb_spawn_opts so = {0};
+        set_pinning(&o, &so);
+        run_sim(&o, &so, affinity_impl(&o));
+    } else
         bench_die("unknown mode %s", o.mode);
     return 0;
 }

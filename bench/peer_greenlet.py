@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Peer: a greenlet scheduler run the way the reference (Python) scheduler runs.
 
-    /usr/bin/python3 peer_greenlet.py yield|wait|collective --n N --m M --reps R
+    /usr/bin/python3 peer_greenlet.py yield|wait|collective|sim --n N --m M --reps R
 
 The scheduler loop is the reference's shape, written here from its
 description: every rank is a greenlet whose parent is the driver; a round
@@ -19,6 +19,12 @@ Timing as in kb_bench: every rank makes one warm-up call, stamps the clock,
 makes M calls, stamps it again; ns per call = (latest last stamp - earliest
 first stamp) / (N * M). A warm-up repetition (not reported) comes first.
 Output: KBR lines (see bench_common.h).
+
+`sim` is the simulation-shaped job of issue 20 (bench/sim_model.py: per
+step, 4 kernel waits completed by a heap-based engine, an all-reduce, a
+yield; M steps per repetition): figures sim and sim_cpu (ns per operation)
+and a KBI sim_checksum line, compared by run.py with kb_bench sim's and
+py_bench.py sim's.
 """
 import argparse
 import sys
@@ -140,11 +146,14 @@ def spawn(ctx, fn, nprocs):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["yield", "wait", "collective"])
+    ap.add_argument("mode", choices=["yield", "wait", "collective", "sim"])
     ap.add_argument("--n", type=int, default=1)
     ap.add_argument("--m", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
+    if a.mode == "sim":
+        run_sim(a)
+        return
     n, m = a.n, a.m
     ctx = Context(Engine())
     t_first = [0] * n
@@ -191,6 +200,20 @@ def main():
             ns = (max(t_last) - min(t_first)) / ops
             print("KBR,%s,greenlet,0,%d,%d,%.3f,ns,%d" % (a.mode, n, rep, ns, ops))
         sys.stdout.flush()
+
+
+def run_sim(a):
+    """The simulation-shaped job on this scheduler (bench/sim_model.py)."""
+    import sim_model
+
+    sim_model.check_args("peer_greenlet", a.n, a.m, a.reps)
+    engine = sim_model.SimEngine(a.n, a.m + 1)
+    ctx = Context(engine)
+    colls = ctx.distributed.backend.pending_collectives
+    print("KBI,greenlet_version,%s" % _greenlet_module.__version__)
+    print("KBI,python_version,%s" % sys.version.split()[0])
+    sim_model.run("greenlet", a.n, a.m, a.reps, engine, lambda fn, n: spawn(ctx, fn, n), ctx.wait, yield_,
+                  lambda h, rank: colls.append((h, rank, None)))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The Python binding (bindings/python, kbthreads) under the loops of kb_bench.
 
-    /usr/bin/python3 py_bench.py yield|wait|collective --n N --m M --reps R --lib PATH
+    /usr/bin/python3 py_bench.py yield|wait|collective|sim --n N --m M --reps R --lib PATH
                                  [--accel PATH | --ctypes] [--binding DIR --impl NAME]
 
 Each rank runs the same loop as kb_bench's and peer_greenlet.py's, in
@@ -21,6 +21,11 @@ with its C accelerator, --accel: KBTHREADS_ACCEL) or "kbthreads_py_ctypes"
 the kbthreads package in DIR instead of this checkout's (an earlier
 release's, say, with --impl naming its figures): a binding that predates
 the accelerator runs as with --ctypes.
+
+`sim` is the simulation-shaped job of issue 20 (bench/sim_model.py, the
+same as `peer_greenlet.py sim` and `kb_bench sim`): M steps per repetition,
+each 4 kernel waits drained by a heap-based engine, an all-reduce and a
+yield; figures sim and sim_cpu (ns per operation) and a KBI sim_checksum.
 """
 import argparse
 import os
@@ -32,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["yield", "wait", "collective"])
+    ap.add_argument("mode", choices=["yield", "wait", "collective", "sim"])
     ap.add_argument("--n", type=int, default=1)
     ap.add_argument("--m", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=5)
@@ -105,6 +110,10 @@ def main() -> None:
     impl = a.impl or ("kbthreads_py" if accelerated() else "kbthreads_py_ctypes")
     print("KBI,py_binding_path,%s" % ("accelerated" if accelerated() else "ctypes"))
     print("KBI,python_version,%s" % sys.version.split()[0])
+    if a.mode == "sim":
+        ctx.close()
+        run_sim(kbthreads, a, impl)
+        return
     for rep in range(-1, a.reps):
         ctx.multiprocessing.spawn(rank_fn, nprocs=n)
         base[0] += (m + 1) * n
@@ -113,6 +122,20 @@ def main() -> None:
             ns = (max(t_last) - min(t_first)) / ops
             print("KBR,%s,%s,0,%d,%d,%.3f,ns,%d" % (a.mode, impl, n, rep, ns, ops))
         sys.stdout.flush()
+    ctx.close()
+
+
+def run_sim(kbthreads, a, impl: str) -> None:
+    """The simulation-shaped job through the binding (bench/sim_model.py)."""
+    sys.path.insert(0, HERE)
+    import sim_model
+
+    sim_model.check_args("py_bench", a.n, a.m, a.reps)
+    engine = sim_model.SimEngine(a.n, a.m + 1)
+    ctx = kbthreads.Context(engine)
+    colls = ctx.pending_collectives
+    sim_model.run(impl, a.n, a.m, a.reps, engine, lambda fn, n: ctx.multiprocessing.spawn(fn, nprocs=n),
+                  ctx.wait, kbthreads.yield_, lambda h, rank: colls.append((h, rank, None)))
     ctx.close()
 
 

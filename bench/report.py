@@ -22,6 +22,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import report_python  # noqa: E402  (the section on Python ranks and timed joins)
 import report_baton  # noqa: E402  (the section on the condvar and futex batons)
+import report_idle  # noqa: E402  (issue 20: the default against the best configuration; loads)
+import report_sim  # noqa: E402  (issue 20: the simulation-shaped job, a CPU hog, two side by side)
 
 LABELS = {
     "kbthreads": "libkbthreads",
@@ -84,6 +86,10 @@ class Results:
         return any(k[0] == bench and k[1] == impl and (pin is None or k[2] == pin) for k in self.rows)
 
     def busy(self, r):
+        """Measured while other processes used the CPUs (the hog and side-by-side
+        sections load the machine on purpose: not counted)."""
+        if r["impl"].endswith(("_hog", "_pair")):
+            return False
         return r.get("others_cpu", 0.0) > self.d.get("busy_share", 0.15)
 
     def cell(self, bench, impl, pin, n):
@@ -427,6 +433,8 @@ def write_report(R, src, out, png_dir, notes_path):
 
     report_python.write(R, w, sys.modules[__name__])
     report_baton.write(R, w, sys.modules[__name__])
+    report_idle.write(R, w, sys.modules[__name__])
+    report_sim.write(R, w, sys.modules[__name__])
 
     # -- yield
     w("## Yield: ns per yield against N")
@@ -748,6 +756,8 @@ def write_report(R, src, out, png_dir, notes_path):
         with open(notes_path) as f:
             w(f.read().rstrip())
         w("")
+
+    report_idle.write_loads(R, w, sys.modules[__name__])
 
     # -- method
     w("## How each figure is measured")

@@ -1,0 +1,137 @@
+"""The report's sections on an idle machine (issue 20), for bench/report.py:
+the default options against the best of the library's own configurations
+at every N (wall and CPU time per operation), and the load at each job's
+start.
+
+Figures (bench/run.py, bench/run_idle.py): kb_bench yield and wait, per
+operation (yield, wait) and the process's CPU time over the same interval
+(yield_cpu, wait_cpu), of
+  kbthreads, pin 0     default options
+  kbthreads, pin 1     --pin (KB_AFFINITY_ONE_CPU)
+  kbthreads_spread     --spread (KB_AFFINITY_SPREAD)
+  kbthreads_taskset    default options, the whole process on one CPU (as `taskset -c 0`)
+"""
+
+OPS = ("yield", "wait")
+# (label, impl, pin): the library's own configurations the default is held to.
+BEST_OF = [("`--pin`", "kbthreads", 1), ("`--spread`", "kbthreads_spread", 0), ("taskset", "kbthreads_taskset", 0)]
+DEFAULT_LIMIT = 1.25  # default / best, every N
+WAIT_N1_LIMIT_NS = 1500.0  # a wait at N=1, default options
+
+
+def wall_cpu(R, h, op, impl, pin, n):
+    """"wall / CPU" per operation (medians), † when a run was flagged."""
+    r = R.get(op, impl, pin, n)
+    if not r:
+        return "–"
+    cpu = R.med(op + "_cpu", impl, pin, n)
+    return "%s / %s%s" % (h.fmt_ns(r["median"]), h.fmt_ns(cpu) if cpu is not None else "–",
+                          " †" if r.get("flagged") else "")
+
+
+def best_of(R, op, n):
+    """(median, label) of the fastest of the library's own configurations at n, or (None, None)."""
+    c = [(R.med(op, impl, pin, n), label) for label, impl, pin in BEST_OF]
+    c = [x for x in c if x[0] is not None]
+    return min(c) if c else (None, None)
+
+
+def targets(R):
+    """[(text, measured, ok)]."""
+    rows, oks = [], []
+    for op in OPS:
+        for n in R.ns:
+            d, (b, _) = R.med(op, "kbthreads", 0, n), best_of(R, op, n)
+            if d is not None and b:
+                rows.append((op, n, d / b))
+                oks.append(d / b <= DEFAULT_LIMIT)
+    out = []
+    worst = max(rows, key=lambda x: x[2]) if rows else None
+    out.append(("default ≤ %.2fx the best of `--pin`, `--spread`, taskset, per yield and per wait, every N"
+                % DEFAULT_LIMIT,
+                "worst %s (%s N=%d); %d of %d met" % ("%.2fx" % worst[2], worst[0], worst[1], sum(oks), len(oks))
+                if worst else "–", all(oks) if oks else None))
+    w1 = R.med("wait", "kbthreads", 0, 1)
+    out.append(("default, a wait at N=1 ≤ 1.5 µs", "–" if w1 is None else "%.2f µs" % (w1 / 1e3),
+                None if w1 is None else w1 <= WAIT_N1_LIMIT_NS))
+    return out
+
+
+def write(R, w, h):
+    """Append the section to the report. h: report.py's helpers (md_table,
+    fmt_ns, fmt_ratio, verdict)."""
+    if not R.has("yield", "kbthreads_taskset") and not R.has("wait", "kbthreads_taskset"):
+        return
+    w("## The default against the library's best configuration (issue 20)")
+    w("")
+    w("Per operation: wall time / CPU time of the whole process (every thread) over the same interval, "
+      "medians of the runs. taskset: default options with the whole process on one CPU (CPU %s, as "
+      "`taskset -c %s` does). Best: the fastest of `--pin` (`KB_AFFINITY_ONE_CPU`), `--spread` "
+      "(`KB_AFFINITY_SPREAD`) and taskset at that N. † a run of the figure was flagged (started on a busy "
+      "machine or shared it; see the load table below)."
+      % ((R.d.get("idle") or {}).get("taskset_cpu", 0), (R.d.get("idle") or {}).get("taskset_cpu", 0)))
+    w("")
+    rows = []
+    for op in OPS:
+        for n in R.ns:
+            if not R.has(op, "kbthreads", 0):
+                continue
+            d = R.med(op, "kbthreads", 0, n)
+            b, which = best_of(R, op, n)
+            r = d / b if d is not None and b else None
+            limit = WAIT_N1_LIMIT_NS if op == "wait" and n == 1 else None
+            mark = "" if r is None else (" ✓" if r <= DEFAULT_LIMIT else " ✗")
+            if limit is not None and d is not None:
+                mark += " (≤ 1.5 µs %s)" % ("✓" if d <= limit else "✗")
+            rows.append([op, n, wall_cpu(R, h, op, "kbthreads", 0, n)]
+                        + [wall_cpu(R, h, op, impl, pin, n) for _, impl, pin in BEST_OF]
+                        + [which or "–", h.fmt_ratio(r) + mark])
+    w(h.md_table(["op", "N", "default", "`--pin`", "`--spread`", "taskset", "best", "default / best"], rows))
+    w("")
+    summary = [[text, measured, h.verdict(ok)] for text, measured, ok in targets(R)]
+    w(h.md_table(["target (issue 20)", "measured (medians)", "verdict"], summary))
+    w("")
+
+
+def write_loads(R, w, h):
+    """The load at each job's start, the idle gate's rule, the flagged jobs."""
+    d = R.d
+    idle = d.get("idle")
+    jobs = d.get("jobs", [])
+    if not idle or not jobs or "load1" not in jobs[0]:
+        return
+    ncpu = d["machine"].get("nproc") or 1
+    flagged = [j for j in jobs if j.get("flag")]
+    w("## The load at each job's start")
+    w("")
+    w("Before every job the run %s until the 1-minute load average is at most %.1f per CPU (%.1f here) or no "
+      "task but the runner is runnable (`procs_running` in /proc/stat, median of 5 samples): the suite's own "
+      "big spawns raise the load average, which decays over minutes, while `procs_running` shows the machine "
+      "as it is. It waited %.0f s in all (at most %d s per job, %d s per run). A job that started with the load "
+      "above the limit while other tasks were runnable, or during which other processes used more than %d%% "
+      "of the CPUs, is flagged and measured again (the quietest attempt kept). The hog and side-by-side "
+      "sections load the machine on purpose and are not flagged. %d of %d jobs flagged."
+      % ("waits (bounded)" if idle.get("waiting") else
+         "records the load and the runnable tasks (this run did not wait: a smoke run or --no-idle-wait); a "
+         "full run waits",
+         idle["load_per_cpu"], idle["load_per_cpu"] * ncpu, idle.get("waited_s", 0), idle["max_wait_s"],
+         idle["budget_s"], 100 * d.get("busy_share", 0.15), len(flagged), len(jobs)))
+    w("")
+    if flagged:
+        shown = 40
+        w(h.md_table(["flagged job", "why"], [[j["label"], j["flag"]] for j in flagged[:shown]]
+                     + ([["… and %d more" % (len(flagged) - shown), ""]] if len(flagged) > shown else [])))
+        w("")
+    w("<details><summary>Every job: load at its start, other runnable tasks, others' share of the CPUs, "
+      "its CPU time</summary>")
+    w("")
+    rows = []
+    for j in jobs:
+        rows.append([j["label"], "%.2f" % j["load1"], j.get("others_runnable", "–"),
+                     "%.0f%%" % (100 * j["others_cpu"]), "%.2f s / %.2f s" % (j.get("cpu_s", 0), j["seconds"]),
+                     j["attempts"], j.get("deliberate") or ("**flagged**" if j.get("flag") else "")])
+    w(h.md_table(["job", "load (1 min) at start", "others runnable", "others' CPU", "CPU / wall",
+                  "attempts", "note"], rows))
+    w("")
+    w("</details>")
+    w("")
