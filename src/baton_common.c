@@ -50,8 +50,10 @@ static int look_yielding(const struct kb_slot *s, unsigned max_ns)
  * them is no measure of time). */
 static int look_pausing(const struct kb_slot *s, unsigned max_ns)
 {
+    if (kb_slot_posted(s))
+        return 1; /* no clock read when the post is there */
     if (!max_ns)
-        return kb_slot_posted(s);
+        return 0;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {

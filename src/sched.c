@@ -58,10 +58,10 @@ int kb_wanted_cpu(const struct kb_run *run, int rank)
 /* With nudges: the slot of the rank that most likely holds the baton
  * after next, if it is worth waking now: it is live and, when ranks are
  * pinned (KB_AFFINITY_SPREAD), sits on another CPU than next, where it can
- * watch its slot while next runs; unpinned, the kernel puts it on a CPU
- * that is busy now (the holder's or next's), so its wake-up pays no halt,
- * and it watches yielding (a rank not started yet watches in its worker's
- * wait, worker.c). At the end
+ * watch its slot while next runs. Unpinned, it wakes while the holder's
+ * and next's CPUs are both busy, so the kernel puts it on one of them and
+ * its wake-up pays no idle CPU's exit from halt; it watches yielding. (A
+ * rank not started yet watches in its worker's wait, worker.c.) At the end
  * of a round that is this round's first rank: the next round's first in
  * round-robin order, a guess in the others (a wrong guess costs a wasted
  * watch, never the order). self: the holder (KB_DRIVER for the driver).
