@@ -313,7 +313,8 @@ class PendingCollectives(PendingWaits):
             h, sip_id, meta = entry
         except (TypeError, ValueError):
             raise TypeError("pending_collectives.append: the entry must be (handle, sip_id, meta)") from None
-        sip_id = _c_int_arg(sip_id, "pending_collectives.append: sip_id")
+        if type(sip_id) is not int or not -(2**31) <= sip_id < 2**31:  # (a rank's hot path: checks inline)
+            sip_id = _c_int_arg(sip_id, "pending_collectives.append: sip_id")
         c = self._ctx
         token = None
         if meta is not None:

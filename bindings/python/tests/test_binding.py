@@ -782,3 +782,78 @@ def test_gdb_shows_python_ranks_as_threads():
     for r in range(4):
         assert re.search(r'Thread \d+ \(Thread 0x[0-9a-f]+ \(LWP \d+\) "kb-rank-%d"\):\nTraceback' % r, out), out
     assert out.count('gdb_ranks.py", line') >= 5, out  # four ranks and the driver
+
+
+# ---------------------------------------------------------------------------
+# arguments: integers through operator.index (as the reference's range(nprocs))
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("nprocs", ["3", 2.5, 2.0, None, [2]])
+def test_nprocs_that_is_not_an_integer_is_a_type_error(nprocs):
+    with pytest.raises(TypeError, match="nprocs must be an integer"):
+        kbthreads.spawn(lambda r: None, nprocs=nprocs)
+
+
+def test_a_negative_nprocs_is_a_value_error():
+    with pytest.raises(ValueError, match="nprocs must be >= 0"):
+        kbthreads.spawn(lambda r: None, nprocs=-1)
+
+
+def test_nprocs_takes_any_object_with_index():
+    ran = []
+    kbthreads.spawn(ran.append, nprocs=_Index(3))
+    assert ran == [0, 1, 2]
+
+
+def test_fn_that_is_not_callable_is_a_type_error():
+    with pytest.raises(TypeError, match="fn must be callable"):
+        kbthreads.spawn("not a function", nprocs=1)
+
+
+@pytest.mark.parametrize("args", [5, "ab", None])
+def test_args_that_is_not_a_tuple_of_arguments_is_a_type_error(args):
+    with pytest.raises(TypeError, match="args must be a tuple"):
+        kbthreads.spawn(lambda r, *a: None, args=args, nprocs=1)
+
+
+def test_args_takes_any_iterable_of_arguments():
+    got = []
+    kbthreads.spawn(lambda r, a, b: got.append((r, a, b)), args=["x", "y"], nprocs=1)
+    assert got == [(0, "x", "y")]
+
+
+@pytest.mark.parametrize("join", ["yes", None, 1.0])
+def test_join_that_is_not_an_integer_or_bool_is_a_type_error(join):
+    with pytest.raises(TypeError, match="join must be an integer"):
+        kbthreads.spawn(lambda r: None, nprocs=1, join=join)
+
+
+@pytest.mark.parametrize("timeout", ["1", b"1", [1]])
+def test_a_join_timeout_that_is_not_a_number_is_a_type_error(timeout):
+    pc = kbthreads.spawn(lambda r: None, nprocs=1, join=False)
+    with pytest.raises(TypeError, match="timeout must be a number"):
+        pc.join(timeout)
+    assert pc.join(0.5) is True  # still joinable
+
+
+def test_a_nan_join_timeout_is_a_value_error():
+    pc = kbthreads.spawn(lambda r: None, nprocs=1, join=False)
+    with pytest.raises(ValueError, match="NaN"):
+        pc.join(float("nan"))
+    assert pc.join() is True
+
+
+@pytest.mark.parametrize("size, error", [("64k", TypeError), (65536.0, TypeError), (None, TypeError),
+                                         (-1, ValueError)])
+def test_a_stack_size_that_is_not_a_size_is_refused(size, error):
+    with pytest.raises(error, match="stack_size"):
+        kbthreads.Context(stack_size=size)
+
+
+@pytest.mark.parametrize("entry, error", [((1, "0", None), TypeError), ((1, 0.0, None), TypeError),
+                                          ((1, 2**40, None), ValueError), ((1, 0), TypeError), (7, TypeError)])
+def test_a_collective_entry_that_is_not_handle_sip_id_meta_is_refused(entry, error):
+    ctx = kbthreads.Context()
+    with pytest.raises(error):
+        ctx.pending_collectives.append(entry)
+    assert list(ctx.pending_collectives) == []
+    ctx.close()
