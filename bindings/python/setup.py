@@ -36,12 +36,12 @@ VENDORED = {"src": r".*\.(c|h|map)$|^CMakeLists\.txt$", "include": r"^kbthreads\
 
 def _root() -> str:
     """The folder holding src/, include/, gdb/ and tools/."""
+    vendored = os.path.join(HERE, VENDOR)  # (first: an unpacked sdist may lie anywhere)
+    if os.path.exists(os.path.join(vendored, "src", "kbthreads.map")):
+        return vendored
     repo = os.path.normpath(os.path.join(HERE, "..", ".."))
     if os.path.exists(os.path.join(repo, "src", "kbthreads.map")):
         return repo
-    vendored = os.path.join(HERE, VENDOR)
-    if os.path.exists(os.path.join(vendored, "src", "kbthreads.map")):
-        return vendored
     sys.exit("kbthreads setup.py: the library's sources are neither in ../../src (a checkout) "
              "nor in _vendor/src (an sdist)")
 
