@@ -26,6 +26,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
 #include <stdint.h>
 
 #include <kbthreads.h>
@@ -340,14 +341,25 @@ static PyObject *core_check(Core *c, PyObject *args)
 /* Core.submit(h, sip_id, token): a rank's kb_collective_submit(ctx,
  * id(h), sip_id, token as meta), token an int or None (_core.py keeps the
  * Python meta under it). 0 or a KB_E* code; NotImplemented off a rank
- * (the caller takes the driver path, with its lock). */
+ * (the caller takes the driver path, with its lock), once sip_id passed
+ * its checks. */
 static PyObject *core_submit(Core *c, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "submit(h, sip_id, token)");
         return NULL;
     }
-    int sip = (int)PyLong_AsLong(args[1]);
+    /* sip_id: an integer (__index__: TypeError for a float, a str, None)
+     * that fits a C int, checked here on the driver side too */
+    int overflow;
+    long sip = PyLong_AsLongAndOverflow(args[1], &overflow);
+    if (sip == -1 && PyErr_Occurred())
+        return NULL;
+    if (overflow || sip < INT_MIN || sip > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError,
+                        "pending_collectives.append: sip_id must fit a C int (-2**31 .. 2**31-1)");
+        return NULL;
+    }
     void *token = args[2] == Py_None ? NULL : PyLong_AsVoidPtr(args[2]);
     if (PyErr_Occurred())
         return NULL;
@@ -361,7 +373,7 @@ static PyObject *core_submit(Core *c, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(i);
     if (bad)
         return NULL;
-    return PyLong_FromLong(kb_collective_submit(c->ctx, id, sip, token));
+    return PyLong_FromLong(kb_collective_submit(c->ctx, id, (int)sip, token));
 }
 
 /* The current exception, taken (normalised, with its traceback). */

@@ -309,22 +309,23 @@ class PendingCollectives(PendingWaits):
         return [(c._handle(e.handle), e.sip_id, c._metas.get(e.meta or 0)) for e in c._pending_collective_entries()]
 
     def append(self, entry) -> None:
-        try:
-            h, sip_id, meta = entry
-        except (TypeError, ValueError):
-            raise TypeError("pending_collectives.append: the entry must be (handle, sip_id, meta)") from None
-        if type(sip_id) is not int or not -(2**31) <= sip_id < 2**31:  # (a rank's hot path: checks inline)
-            sip_id = _c_int_arg(sip_id, "pending_collectives.append: sip_id")
+        h, sip_id, meta = entry  # (TypeError or ValueError for anything but 3 items)
         c = self._ctx
         token = None
         if meta is not None:
             token = next(c._meta_tokens)
             c._metas[token] = meta
-        rc = c._core.submit(h, sip_id, token)  # a rank, in C
-        if rc is NotImplemented:  # the driver side, under the context's lock
-            i = c._id(h)
-            with c._guard():
-                rc = lib.kb_collective_submit(c._ptr, i, sip_id, token)
+        try:
+            # a rank's, in C, which checks sip_id (an integer fitting a C
+            # int: TypeError, ValueError) on either side
+            rc = c._core.submit(h, sip_id, token)
+            if rc is NotImplemented:  # the driver side, under the context's lock
+                i = c._id(h)
+                with c._guard():
+                    rc = lib.kb_collective_submit(c._ptr, i, operator.index(sip_id), token)
+        except BaseException:
+            c._metas.pop(token, None)
+            raise
         if rc != 0:
             c._metas.pop(token, None)
             raise KbError(rc, "kb_collective_submit")
@@ -394,14 +395,6 @@ def _size_arg(v: Any, what: str) -> int:
     n = _int_arg(v, what)
     if n < 0:
         raise ValueError(f"{what} must be >= 0, not {n}")
-    return n
-
-
-def _c_int_arg(v: Any, what: str) -> int:
-    """An integer that fits a C int (ValueError beyond)."""
-    n = _int_arg(v, what)
-    if not -(2**31) <= n < 2**31:
-        raise ValueError(f"{what} must fit a C int (-2**31 .. 2**31-1), not {n}")
     return n
 
 

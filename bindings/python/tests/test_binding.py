@@ -850,10 +850,34 @@ def test_a_stack_size_that_is_not_a_size_is_refused(size, error):
 
 
 @pytest.mark.parametrize("entry, error", [((1, "0", None), TypeError), ((1, 0.0, None), TypeError),
-                                          ((1, 2**40, None), ValueError), ((1, 0), TypeError), (7, TypeError)])
+                                          ((1, None, None), TypeError), ((1, 2**40, None), ValueError),
+                                          ((1, -(2**31) - 1, None), ValueError), ((1, 0), ValueError),
+                                          (7, TypeError)])
 def test_a_collective_entry_that_is_not_handle_sip_id_meta_is_refused(entry, error):
     ctx = kbthreads.Context()
     with pytest.raises(error):
         ctx.pending_collectives.append(entry)
-    assert list(ctx.pending_collectives) == []
+    assert list(ctx.pending_collectives) == [] and ctx._metas == {}
+    ctx.close()
+
+
+def test_a_bad_sip_id_from_a_rank_is_refused_and_keeps_no_meta():
+    ctx = kbthreads.Context()
+    errors = []
+
+    def fn(r):
+        try:
+            ctx.pending_collectives.append((1, 2.5, "meta"))
+        except TypeError as e:
+            errors.append(e)
+
+    ctx.multiprocessing.spawn(fn, nprocs=1)
+    assert len(errors) == 1 and ctx._metas == {} and list(ctx.pending_collectives) == []
+    ctx.close()
+
+
+def test_a_sip_id_takes_any_object_with_index():
+    ctx = kbthreads.Context()
+    ctx.pending_collectives.append((1, _Index(4), None))
+    assert list(ctx.pending_collectives) == [(1, 4, None)]
     ctx.close()
