@@ -8,6 +8,8 @@ CMAKE_FLAGS ?=
 DEMO_ARGS ?=
 
 DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-dev python3-pytest python3-greenlet gdb
+# The Python package as pip builds it, offline (bindings/python/tests/package_test.sh).
+DEB_PACKAGES += python3-setuptools python3-wheel python3-build python3-venv
 
 .PHONY: all deps build demo demo-cpp explore-demo test test-fast test-condvar test-portable docs format format-check install clean help
 

@@ -413,8 +413,8 @@ class Runner:
     def python_jobs(self, mode, n):
         """Issue 12's figures beside the kb_spawn job of the same mode and N:
         the C loop driven by timed kb_join slices (kbthreads_join), then the
-        same loop in Python through the binding, with its C accelerator
-        (kbthreads_py) and on the pure-ctypes path (kbthreads_py_ctypes)."""
+        same loop in Python through the binding, with its compiled part
+        (kbthreads_py; the binding has no pure-ctypes path any more)."""
         p = self.plan
         m = p.m_for(p.kb_ops, n)
         reps = ["--reps", str(p.reps)]
@@ -427,7 +427,6 @@ class Runner:
                 "--lib", self.py_paths["library"]] + reps
         if self.py_paths.get("accel"):
             self.run("python %s N=%d" % (mode, n), base + ["--accel", self.py_paths["accel"]])
-        self.run("python %s N=%d ctypes" % (mode, n), base + ["--ctypes"])
 
     def spawn_family(self, n):
         p = self.plan

@@ -4,8 +4,8 @@ A drop-in, thread-backed replacement for the greenlet ``spawn`` namespace:
 ``spawn(fn, args=(), nprocs=1, join=True)`` runs ``fn(rank, *args)`` for every
 rank on its own OS thread (named ``kb-rank-N``), one at a time in round-robin
 order, with the pending-queue drain after every round and sibling cleanup on
-failure, all done by libkbthreads (loaded with ctypes; see _lib.py for where
-the library is looked up).
+failure, all done by libkbthreads, which the package carries in its compiled
+part, kbthreads._accel (see _lib.py for which copy is loaded).
 
     import kbthreads
 

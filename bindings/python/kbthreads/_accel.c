@@ -1,46 +1,64 @@
 /*
- * kbthreads._accel: the binding's hot paths in C, an optional CPython
- * extension (built when python3-dev is there; the pure-ctypes path in
- * _core.py does the same work without it, and KBTHREADS_NO_ACCEL=1 forces
- * that path).
+ * kbthreads._accel: the package's compiled part, always present. It holds
+ * the one implementation of every hot path of the binding: the suspension
+ * points (kbthreads.yield_, kbthreads.barrier), handle ids, a rank's
+ * ctx.wait and collective submit, the error mapping (a library code to
+ * SystemExit, RuntimeError, a stashed engine exception or KbError), the
+ * engine's wait hook and the engine-hook depth. _core.py keeps what is not
+ * hot (spawning, joining, the containers, teardown), over ctypes.
  *
- * What it replaces, and why (bench/report-notes.md has the counts): a
- * ctypes foreign call costs several times a C-level call from Python
- * (argument conversion, a libffi frame), and a ctypes callback, which the
- * library's engine wait hook is once per drained handle, costs more still.
- * Here a suspension point is one C call that releases the GIL around the
- * library call; a rank's ctx.wait and collective submit are one C call
- * each (Core, below, holds the Context's handle ids); the engine's wait
- * hook is a C function that takes the GIL and calls engine.wait(h).
+ * Why C: a ctypes foreign call costs several times a C-level call from
+ * Python, and a ctypes callback (the engine's wait hook runs once per
+ * drained handle) more still (bench/report-notes.md has the counts).
  *
- * One library: the entry points are not linked but taken, by address, from
- * the libkbthreads that ctypes loaded (bind()), so this module and the
- * ctypes declarations always talk to the same copy, whichever
- * KBTHREADS_LIBRARY named.
+ * One library: this module is linked with libkbthreads, and _lib.py loads
+ * it with ctypes (ctypes.CDLL of this module's file), so the ctypes calls
+ * and the calls made here reach the same copy. A pip-built package
+ * compiles the library into this module (setup.py); the CMake build links
+ * it with the libkbthreads.so built or installed beside it.
  *
  * Threads: every function here runs on the thread that called it with the
  * GIL held, and releases it only around library calls that may block
- * (kb_yield, kb_barrier, kb_wait), exactly as ctypes does, so that the
- * thread that gets the baton can take the GIL. wait_hook runs on the
- * driver thread inside kb_join, which released the GIL, and takes it.
+ * (kb_yield, kb_barrier, kb_wait), as ctypes does, so that the thread that
+ * gets the baton can take the GIL. wait_hook runs on the driver thread
+ * inside kb_join, which released the GIL, and takes it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 
 #include <kbthreads.h>
 
-static int (*lib_yield)(void);
-static int (*lib_barrier)(void);
-static int (*lib_wait)(kb_ctx *, kb_handle);
-static int (*lib_is_completed)(const kb_ctx *, kb_handle);
-static int (*lib_rank)(void);
-static int (*lib_collective_submit)(kb_ctx *, kb_handle, int, void *);
-static PyObject *kb_error; /* kbthreads._lib.KbError(code, what) */
+#define INT_IDS (1ULL << 63) /* int handles below this are their own ids; table ids start here */
 
-/* The answer of a suspension point, as _core._suspension gives it. */
+static PyObject *kb_error; /* kbthreads._lib.KbError(code, what), given by init() */
+static PyObject *str_engine, *str_wait, *str_driver_wait, *str_meta; /* interned names */
+
+/* Engine hooks running on this thread: the C wait hook, and the Python
+ * bind and abort hooks (hook_enter/hook_leave). */
+static _Thread_local int hook_depth;
+
+/* ---- errors ------------------------------------------------------------------ */
+
+/* Raise KbError(rc, what). Returns NULL. */
+static PyObject *raise_kb_error(int rc, const char *what)
+{
+    if (!kb_error) {
+        PyErr_SetString(PyExc_RuntimeError, "kbthreads._accel: init() was not called");
+        return NULL;
+    }
+    PyObject *e = PyObject_CallFunction(kb_error, "is", rc, what);
+    if (e) {
+        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+        Py_DECREF(e);
+    }
+    return NULL;
+}
+
+/* The answer of a suspension point: None, or SystemExit when the rank is
+ * being cancelled, RuntimeError outside a rank, KbError otherwise. */
 static PyObject *suspension_result(int rc, const char *what)
 {
     if (rc == 0)
@@ -53,29 +71,14 @@ static PyObject *suspension_result(int rc, const char *what)
         PyErr_Format(PyExc_RuntimeError, "kbthreads.%s() called outside a rank", what);
         return NULL;
     }
-    PyObject *e = PyObject_CallFunction(kb_error, "is", rc, what);
-    if (e) {
-        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
-        Py_DECREF(e);
-    }
-    return NULL;
-}
-
-static int bound(void)
-{
-    if (lib_yield)
-        return 1;
-    PyErr_SetString(PyExc_RuntimeError, "kbthreads._accel: bind() was not called");
-    return 0;
+    return raise_kb_error(rc, what);
 }
 
 /* A suspension point: fn (kb_yield or kb_barrier) with the GIL released. */
-static PyObject *suspend(int (**fn)(void), const char *what)
+static PyObject *suspend(int (*fn)(void), const char *what)
 {
-    if (!bound())
-        return NULL;
     PyThreadState *ts = PyEval_SaveThread();
-    int rc = (*fn)();
+    int rc = fn();
     PyEval_RestoreThread(ts);
     return suspension_result(rc, what);
 }
@@ -84,37 +87,76 @@ static PyObject *accel_yield(PyObject *mod, PyObject *unused)
 {
     (void)mod;
     (void)unused;
-    return suspend(&lib_yield, "yield_");
+    return suspend(kb_yield, "yield_");
 }
 
 static PyObject *accel_barrier(PyObject *mod, PyObject *unused)
 {
     (void)mod;
     (void)unused;
-    return suspend(&lib_barrier, "barrier");
+    return suspend(kb_barrier, "barrier");
 }
 
 /* ---- Core: one per Context --------------------------------------------------
  *
- * Holds what a rank's ctx.wait and the engine's wait hook need without
- * Python frames: the kb_ctx, the Context's two handle dicts (the same dict
- * objects _core.py reads and writes) and the next handle id. The kb_ctx's
- * engine self is the Core, which the Context keeps alive (in _hooks) as
- * long as the kb_ctx.
+ * What a rank's ctx.wait and the engine's wait hook need without Python
+ * frames: the kb_ctx, the Context's handle dicts (h2id, id2h), its
+ * collective metas (token -> meta) and its stash of engine exceptions
+ * (code -> (exception, handle, origin)): the same dict objects _core.py
+ * reads. The kb_ctx's engine self is the Core, which the Context keeps
+ * alive as long as the kb_ctx.
  */
 typedef struct {
     PyObject ob_base; /* PyObject_HEAD */
     kb_ctx *ctx;
     PyObject *context; /* the kbthreads.Context (a cycle the GC sees: traverse/clear) */
-    PyObject *h2id, *id2h;
+    PyObject *h2id, *id2h, *metas, *stash;
     unsigned long long next_id;
+    unsigned long next_code;
     int wait_overridden; /* type(context).wait is not Context.wait */
 } Core;
 
-static PyObject *str_engine, *str_wait, *str_driver_wait; /* interned attribute names */
+/* Raise what a failed ctx.wait raises for rc: SystemExit when the rank is
+ * being cancelled, the engine's exception stashed under a positive code,
+ * else KbError. Returns NULL. */
+static PyObject *raise_rc(Core *c, int rc, const char *what)
+{
+    if (rc == KB_ECANCELED) {
+        PyErr_SetNone(PyExc_SystemExit);
+        return NULL;
+    }
+    if (rc > 0) {
+        PyObject *key = PyLong_FromLong(rc);
+        PyObject *stashed = key ? PyObject_CallMethod(c->stash, "pop", "OO", key, Py_None) : NULL;
+        Py_XDECREF(key);
+        if (!stashed)
+            return NULL;
+        if (PyTuple_Check(stashed) && PyTuple_GET_SIZE(stashed) >= 1) {
+            PyObject *e = PyTuple_GET_ITEM(stashed, 0);
+            PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+            Py_DECREF(stashed);
+            return NULL;
+        }
+        Py_DECREF(stashed);
+    }
+    return raise_kb_error(rc, what);
+}
 
-/* Engine hooks running on this thread (ours; _core.py adds its own count). */
-static _Thread_local int hook_depth;
+/* Keep exception e (for handle h, from a drain phase) in the stash; the
+ * positive code (below 2^30) the drain fails with, or KB_ENOMEM. */
+static int stash_exception(Core *c, PyObject *e, PyObject *h, kb_wait_origin origin)
+{
+    unsigned long code;
+    do
+        code = c->next_code++ % (1UL << 30);
+    while (code == 0);
+    PyObject *key = PyLong_FromUnsignedLong(code);
+    PyObject *entry = key ? Py_BuildValue("(OOi)", e, h, (int)origin) : NULL;
+    int rc = entry && PyDict_SetItem(c->stash, key, entry) == 0 ? (int)code : KB_ENOMEM;
+    Py_XDECREF(key);
+    Py_XDECREF(entry);
+    return rc;
+}
 
 static PyObject *new_id(Core *c, PyObject *h)
 {
@@ -136,8 +178,7 @@ static PyObject *new_id(Core *c, PyObject *h)
 }
 
 /* 1 and *v if handle h equals the int *v, 1 <= *v < 2^63 (an int, a bool,
- * an integral float, an object with __index__), else 0 (_core.py:
- * _int_value). */
+ * an integral float, an object with __index__), else 0. */
 static int int_value(PyObject *h, unsigned long long *v)
 {
     PyObject *n;
@@ -172,47 +213,86 @@ static int int_value(PyObject *h, unsigned long long *v)
     return 1;
 }
 
-/* The id of handle h (_core.py's module doc, Handles): an int 1..2^63-1
- * is its own id; anything else is looked up, or given one. */
-static PyObject *handle_id(Core *c, PyObject *h)
+/* 1 if h is an exact int 1..2^63-1 (its own id, no table entry), 0 if
+ * not, -1 on error. */
+static int own_id(PyObject *h)
 {
-    if (PyLong_CheckExact(h)) {
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(h, &overflow);
-        if (!overflow && x >= 1)
-            return Py_NewRef(h);
-        if (x == -1 && PyErr_Occurred())
-            return NULL;
-    }
+    if (!PyLong_CheckExact(h))
+        return 0;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(h, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    return !overflow && x >= 1;
+}
+
+/* The id of handle h. Handles are arbitrary hashable objects; the library
+ * sees uint64 ids (never 0 or UINT64_MAX). An int h with 1 <= h < 2^63 is
+ * its own id and costs no table entry. Every other handle gets an id from
+ * 2^63 up, kept both ways (h2id, id2h); except that a handle equal to
+ * such an int (a bool, an integral float, an object with __index__) gets
+ * that int as its id, since Python's sets take them for one element; the
+ * dicts keep the first such object, which the engine and the containers
+ * then see for that id. create 0: None for a handle never seen (no
+ * entry made). */
+static PyObject *handle_id(Core *c, PyObject *h, int create)
+{
+    int own = own_id(h);
+    if (own)
+        return own < 0 ? NULL : Py_NewRef(h);
     PyObject *i = PyDict_GetItemWithError(c->h2id, h); /* borrowed; TypeError if unhashable */
     if (i)
         return Py_NewRef(i);
     if (PyErr_Occurred())
         return NULL;
     unsigned long long v;
-    if (!int_value(h, &v))
-        return new_id(c, h);
+    if (!int_value(h, &v)) {
+        if (create)
+            return new_id(c, h);
+        Py_RETURN_NONE;
+    }
     PyObject *vi = PyLong_FromUnsignedLongLong(v);
-    PyObject *got = vi ? PyDict_SetDefault(c->h2id, h, vi) : NULL; /* borrowed */
+    if (!create || !vi)
+        return vi;
+    PyObject *got = PyDict_SetDefault(c->h2id, h, vi); /* borrowed */
     if (got && !PyDict_SetDefault(c->id2h, vi, h))
         got = NULL;
-    Py_XDECREF(vi);
+    Py_DECREF(vi);
     return got ? Py_NewRef(got) : NULL;
 }
 
 static PyObject *core_id(Core *c, PyObject *h)
 {
-    return handle_id(c, h);
+    return handle_id(c, h, 1);
+}
+
+static PyObject *core_known_id(Core *c, PyObject *h)
+{
+    return handle_id(c, h, 0);
+}
+
+/* The handle object of id i (i itself for an int handle). */
+static PyObject *core_handle(Core *c, PyObject *i)
+{
+    PyObject *h = PyDict_GET_SIZE(c->id2h) ? PyDict_GetItemWithError(c->id2h, i) : NULL;
+    if (!h && PyErr_Occurred())
+        return NULL;
+    return Py_NewRef(h ? h : i);
+}
+
+static int parse_id(PyObject *i, kb_handle *out)
+{
+    *out = PyLong_AsUnsignedLongLong(i);
+    return *out == (kb_handle)-1 && PyErr_Occurred() ? -1 : 0;
 }
 
 /* Core.wait(h, _meta=None): ctx.wait(h). On a rank: a completed handle
  * returns at once, without releasing the GIL (the reference's fast path,
  * checked first also in a cancelled rank, where kb_wait answers
  * KB_ECANCELED before it looks at the handle); else kb_wait, with the GIL
- * released; a failure goes to the Context's _raise (SystemExit, a stashed
- * engine exception, KbError). Off a rank: the Context's _driver_wait (the
- * driver side, under its lock). _meta is accepted and ignored, as the
- * Python method does. */
+ * released. Off a rank: the Context's _driver_wait (the driver side,
+ * under its lock). _meta is accepted and ignored (the drain passes it for
+ * a collective, as the reference's does). */
 static PyObject *core_wait(Core *c, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -221,55 +301,79 @@ static PyObject *core_wait(Core *c, PyObject *const *args, Py_ssize_t nargs, PyO
         PyErr_SetString(PyExc_TypeError, "wait(h, _meta=None)");
         return NULL;
     }
-    if (!bound())
-        return NULL;
-    PyObject *i = handle_id(c, args[0]);
+    PyObject *i = handle_id(c, args[0], 1);
     if (!i)
         return NULL;
-    if (lib_rank() < 0) {
+    if (kb_rank() < 0) {
         PyObject *r = PyObject_CallMethodOneArg(c->context, str_driver_wait, i);
         Py_DECREF(i);
         return r;
     }
-    kb_handle id = PyLong_AsUnsignedLongLong(i);
+    kb_handle id;
+    int bad = parse_id(i, &id);
     Py_DECREF(i);
+    if (bad)
+        return NULL;
     int rc = 0;
-    if (lib_is_completed(c->ctx, id) != 1) {
+    if (kb_is_completed(c->ctx, id) != 1) {
         PyThreadState *ts = PyEval_SaveThread();
-        rc = lib_wait(c->ctx, id);
+        rc = kb_wait(c->ctx, id);
         PyEval_RestoreThread(ts);
     }
     if (rc == 0)
         Py_RETURN_NONE;
-    PyObject *r = PyObject_CallMethod(c->context, "_raise", "is", rc, "wait");
-    Py_XDECREF(r); /* _raise always raises */
-    return NULL;
+    return raise_rc(c, rc, "wait");
+}
+
+/* Core.check(rc, what): None for 0, else raise as a failed ctx.wait does
+ * (the driver side's kb_wait, in _core.py). */
+static PyObject *core_check(Core *c, PyObject *args)
+{
+    int rc;
+    const char *what;
+    if (!PyArg_ParseTuple(args, "is", &rc, &what))
+        return NULL;
+    if (rc == 0)
+        Py_RETURN_NONE;
+    return raise_rc(c, rc, what);
 }
 
 /* Core.submit(h, sip_id, token): a rank's kb_collective_submit(ctx,
  * id(h), sip_id, token as meta), token an int or None (_core.py keeps the
  * Python meta under it). 0 or a KB_E* code; NotImplemented off a rank
- * (the caller takes the driver path, with its lock). */
+ * (the caller takes the driver path, with its lock), once sip_id passed
+ * its checks. */
 static PyObject *core_submit(Core *c, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!bound())
-        return NULL;
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "submit(h, sip_id, token)");
         return NULL;
     }
-    int sip = (int)PyLong_AsLong(args[1]);
+    /* sip_id: an integer (__index__: TypeError for a float, a str, None)
+     * that fits a C int, checked here on the driver side too */
+    int overflow;
+    long sip = PyLong_AsLongAndOverflow(args[1], &overflow);
+    if (sip == -1 && PyErr_Occurred())
+        return NULL;
+    if (overflow || sip < INT_MIN || sip > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError,
+                        "pending_collectives.append: sip_id must fit a C int (-2**31 .. 2**31-1)");
+        return NULL;
+    }
     void *token = args[2] == Py_None ? NULL : PyLong_AsVoidPtr(args[2]);
     if (PyErr_Occurred())
         return NULL;
-    if (lib_rank() < 0)
+    if (kb_rank() < 0)
         Py_RETURN_NOTIMPLEMENTED;
-    PyObject *i = handle_id(c, args[0]);
+    PyObject *i = handle_id(c, args[0], 1);
     if (!i)
         return NULL;
-    kb_handle id = PyLong_AsUnsignedLongLong(i);
+    kb_handle id;
+    int bad = parse_id(i, &id);
     Py_DECREF(i);
-    return PyLong_FromLong(lib_collective_submit(c->ctx, id, sip, token));
+    if (bad)
+        return NULL;
+    return PyLong_FromLong(kb_collective_submit(c->ctx, id, (int)sip, token));
 }
 
 /* The current exception, taken (normalised, with its traceback). */
@@ -289,40 +393,54 @@ static PyObject *take_exception(void)
 #endif
 }
 
-/* The engine's wait for handle object h, as _core.Context._wait_hook does
- * it: engine.wait(h) if the engine has one (the library already skipped a
- * completed handle, and marks h completed when this returns 0). A Python
- * exception is stashed by the Context, which returns the code the drain
- * fails with. */
-static int engine_wait(Core *c, PyObject *h, kb_wait_origin origin)
+/* The engine's wait for handle object h: engine.wait(h) if the engine has
+ * one (the library already skipped a completed handle, and marks h
+ * completed when this returns 0); or, for a collective whose Context
+ * overrides wait, ctx.wait(h, _meta=meta) (the reference's drain calls
+ * ctx.wait there). A Python exception is stashed: the code the drain fails
+ * with. */
+static int engine_wait(Core *c, PyObject *h, void *meta, kb_wait_origin origin)
 {
-    PyObject *r = NULL, *engine = PyObject_GetAttr(c->context, str_engine);
-    if (engine && engine != Py_None) {
-        /* engine.wait(h) without a bound method object; an engine without
-         * a wait completes every handle at once (AttributeError only:
-         * anything else its attribute raises fails the drain). */
-        r = PyObject_CallMethodOneArg(engine, str_wait, h);
-        if (!r && PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(engine, str_wait))
-            PyErr_Clear();
+    PyObject *r = NULL;
+    if (origin == KB_WAIT_COLLECTIVE && c->wait_overridden) {
+        PyObject *m = Py_None, *token = meta ? PyLong_FromVoidPtr(meta) : NULL;
+        if (token)
+            m = PyDict_GetItemWithError(c->metas, token);
+        Py_XDECREF(token);
+        if (m || !PyErr_Occurred()) {
+            PyObject *call[2] = {h, m ? m : Py_None};
+            PyObject *kw = PyTuple_Pack(1, str_meta);
+            PyObject *fn = kw ? PyObject_GetAttr(c->context, str_wait) : NULL;
+            r = fn ? PyObject_Vectorcall(fn, call, 1, kw) : NULL;
+            Py_XDECREF(fn);
+            Py_XDECREF(kw);
+        }
+    } else {
+        PyObject *engine = PyObject_GetAttr(c->context, str_engine);
+        if (engine && engine != Py_None) {
+            /* engine.wait(h) without a bound method object; an engine
+             * without a wait completes every handle at once
+             * (AttributeError only: anything else its attribute raises
+             * fails the drain). */
+            r = PyObject_CallMethodOneArg(engine, str_wait, h);
+            if (!r && PyErr_ExceptionMatches(PyExc_AttributeError) && !PyObject_HasAttr(engine, str_wait))
+                PyErr_Clear();
+        }
+        Py_XDECREF(engine);
     }
-    Py_XDECREF(engine);
     Py_XDECREF(r);
     if (!PyErr_Occurred())
         return 0;
     PyObject *e = take_exception();
-    PyObject *code = PyObject_CallMethod(c->context, "_stash_exc", "OOi", e, h, (int)origin);
+    int rc = stash_exception(c, e, h, origin);
     Py_XDECREF(e);
-    int rc = code ? (int)PyLong_AsLong(code) : KB_ENOMEM;
-    Py_XDECREF(code);
     return rc;
 }
 
 /* The engine's wait hook (kb_engine.wait), self the Core: on the driver
- * thread inside kb_join, which released the GIL. A collective whose
- * Context overrides wait goes through the Context's Python hook (the
- * reference's drain calls ctx.wait there); everything else is
- * engine_wait. Never lets a Python exception out; should Python itself
- * fail (no memory), the drain fails with KB_ENOMEM. */
+ * thread inside kb_join, which released the GIL. Never lets a Python
+ * exception out; should Python itself fail (no memory), the drain fails
+ * with KB_ENOMEM. */
 static int wait_hook(void *self, kb_handle h, void *meta, kb_wait_origin origin)
 {
     Core *c = self;
@@ -330,42 +448,29 @@ static int wait_hook(void *self, kb_handle h, void *meta, kb_wait_origin origin)
     hook_depth++;
     int rc = KB_ENOMEM;
     PyObject *hid = PyLong_FromUnsignedLongLong(h);
-    if (hid && origin == KB_WAIT_COLLECTIVE && c->wait_overridden) {
-        PyObject *m = meta ? PyLong_FromVoidPtr(meta) : Py_NewRef(Py_None);
-        PyObject *o = PyLong_FromLong((long)origin);
-        PyObject *r =
-            m && o ? PyObject_CallMethod(c->context, "_wait_hook", "OOOO", Py_None, hid, m, o) : NULL;
-        if (r)
-            rc = (int)PyLong_AsLong(r);
-        Py_XDECREF(r);
-        Py_XDECREF(m);
-        Py_XDECREF(o);
-    } else if (hid) {
-        /* An int handle has no entry unless an equal object was seen. */
-        PyObject *handle = PyDict_GET_SIZE(c->id2h) ? PyDict_GetItemWithError(c->id2h, hid) : NULL;
-        if (handle || !PyErr_Occurred())
-            rc = engine_wait(c, handle ? handle : hid, origin);
-    }
+    PyObject *handle = hid ? core_handle(c, hid) : NULL;
+    if (handle)
+        rc = engine_wait(c, handle, meta, origin);
     if (PyErr_Occurred()) {
         PyErr_WriteUnraisable(c->context);
         rc = KB_ENOMEM;
     }
+    Py_XDECREF(handle);
     Py_XDECREF(hid);
     hook_depth--;
     PyGILState_Release(g);
     return rc;
 }
 
-/* Core(context, h2id, id2h, first_id, wait_overridden); attach() gives it
- * the kb_ctx once that exists (its engine self is this Core). */
+/* Core(context, h2id, id2h, metas, stash, wait_overridden); attach() gives
+ * it the kb_ctx once that exists (its engine self is this Core). */
 static PyObject *core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     (void)kwds;
-    PyObject *context, *h2id, *id2h;
-    unsigned long long first;
+    PyObject *context, *h2id, *id2h, *metas, *stash;
     int overridden;
-    if (!PyArg_ParseTuple(args, "OO!O!Kp", &context, &PyDict_Type, &h2id, &PyDict_Type, &id2h, &first,
-                          &overridden))
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!p", &context, &PyDict_Type, &h2id, &PyDict_Type, &id2h,
+                          &PyDict_Type, &metas, &PyDict_Type, &stash, &overridden))
         return NULL;
     Core *c = (Core *)type->tp_alloc(type, 0);
     if (!c)
@@ -373,7 +478,10 @@ static PyObject *core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     c->context = Py_NewRef(context);
     c->h2id = Py_NewRef(h2id);
     c->id2h = Py_NewRef(id2h);
-    c->next_id = first;
+    c->metas = Py_NewRef(metas);
+    c->stash = Py_NewRef(stash);
+    c->next_id = INT_IDS;
+    c->next_code = 1;
     c->wait_overridden = overridden;
     return (PyObject *)c;
 }
@@ -383,6 +491,8 @@ static int core_traverse(Core *c, visitproc visit, void *arg)
     Py_VISIT(c->context);
     Py_VISIT(c->h2id);
     Py_VISIT(c->id2h);
+    Py_VISIT(c->metas);
+    Py_VISIT(c->stash);
     return 0;
 }
 
@@ -391,6 +501,8 @@ static int core_clear(Core *c)
     Py_CLEAR(c->context);
     Py_CLEAR(c->h2id);
     Py_CLEAR(c->id2h);
+    Py_CLEAR(c->metas);
+    Py_CLEAR(c->stash);
     return 0;
 }
 
@@ -416,6 +528,9 @@ static PyMethodDef core_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))core_wait, METH_FASTCALL | METH_KEYWORDS,
      "wait(h, _meta=None): wait until handle h is completed (kbthreads.Context.wait)."},
     {"id", (PyCFunction)core_id, METH_O, "The handle id of h (a new one for a new handle)."},
+    {"known_id", (PyCFunction)core_known_id, METH_O, "The handle id of h, or None for a handle never seen."},
+    {"handle", (PyCFunction)core_handle, METH_O, "The handle of id i."},
+    {"check", (PyCFunction)core_check, METH_VARARGS, "check(rc, what): raise as a failed ctx.wait does."},
     {"submit", (PyCFunction)(void (*)(void))core_submit, METH_FASTCALL,
      "A rank's collective submit: 0, a KB_E* code, or NotImplemented off a rank."},
     {"attach", (PyCFunction)core_attach, METH_O, "attach(ctx_address): the kb_ctx (0: none any more)."},
@@ -434,7 +549,8 @@ static PyTypeObject core_type = {
     .tp_methods = core_methods,
 };
 
-/* hook_depth() -> int: engine hooks the C hook runs on this thread now. */
+/* ---- module functions --------------------------------------------------------- */
+
 static PyObject *accel_hook_depth(PyObject *mod, PyObject *unused)
 {
     (void)mod;
@@ -442,40 +558,26 @@ static PyObject *accel_hook_depth(PyObject *mod, PyObject *unused)
     return PyLong_FromLong(hook_depth);
 }
 
-static int take_address(PyObject *addrs, const char *name, void **out)
-{
-    PyObject *v = PyDict_GetItemString(addrs, name); /* borrowed */
-    if (!v) {
-        PyErr_Format(PyExc_KeyError, "bind: no address for %s", name);
-        return -1;
-    }
-    *out = PyLong_AsVoidPtr(v);
-    if (!*out && !PyErr_Occurred())
-        PyErr_Format(PyExc_ValueError, "bind: NULL address for %s", name);
-    return *out ? 0 : -1;
-}
-
-/* bind(addresses, KbError): the library's entry points by name (ctypes
- * addresses of the loaded library) and the binding's error class. */
-static PyObject *accel_bind(PyObject *mod, PyObject *args)
+static PyObject *accel_hook_enter(PyObject *mod, PyObject *unused)
 {
     (void)mod;
-    PyObject *addrs, *err;
-    if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &addrs, &err))
-        return NULL;
-    void *y, *b, *w, *c, *r, *cs;
-    if (take_address(addrs, "kb_yield", &y) || take_address(addrs, "kb_barrier", &b) ||
-        take_address(addrs, "kb_wait", &w) || take_address(addrs, "kb_is_completed", &c) ||
-        take_address(addrs, "kb_rank", &r) || take_address(addrs, "kb_collective_submit", &cs))
-        return NULL;
-    /* Function pointers from object pointers: POSIX guarantees the round
-     * trip (dlsym works the same way). */
-    lib_yield = (int (*)(void))(uintptr_t)y;
-    lib_barrier = (int (*)(void))(uintptr_t)b;
-    lib_wait = (int (*)(kb_ctx *, kb_handle))(uintptr_t)w;
-    lib_is_completed = (int (*)(const kb_ctx *, kb_handle))(uintptr_t)c;
-    lib_rank = (int (*)(void))(uintptr_t)r;
-    lib_collective_submit = (int (*)(kb_ctx *, kb_handle, int, void *))(uintptr_t)cs;
+    (void)unused;
+    hook_depth++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *accel_hook_leave(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    hook_depth--;
+    Py_RETURN_NONE;
+}
+
+/* init(KbError): the binding's error class. */
+static PyObject *accel_init(PyObject *mod, PyObject *err)
+{
+    (void)mod;
     Py_XSETREF(kb_error, Py_NewRef(err));
     Py_RETURN_NONE;
 }
@@ -490,10 +592,12 @@ static PyObject *accel_wait_hook_address(PyObject *mod, PyObject *unused)
 }
 
 static PyMethodDef accel_methods[] = {
-    {"bind", accel_bind, METH_VARARGS, "bind(addresses, KbError): the loaded library's entry points."},
+    {"init", accel_init, METH_O, "init(KbError): the binding's error class."},
     {"yield_", accel_yield, METH_NOARGS, "kb_yield, raising as kbthreads.yield_ does."},
     {"barrier", accel_barrier, METH_NOARGS, "kb_barrier, raising as kbthreads.barrier does."},
-    {"hook_depth", accel_hook_depth, METH_NOARGS, "Engine hooks the C hook runs on this thread now."},
+    {"hook_depth", accel_hook_depth, METH_NOARGS, "Engine hooks running on this thread now."},
+    {"hook_enter", accel_hook_enter, METH_NOARGS, "An engine hook starts on this thread (Python hooks)."},
+    {"hook_leave", accel_hook_leave, METH_NOARGS, "An engine hook ends on this thread (Python hooks)."},
     {"wait_hook_address", accel_wait_hook_address, METH_NOARGS, "The C engine wait hook's address."},
     {NULL, NULL, 0, NULL},
 };
@@ -501,7 +605,7 @@ static PyMethodDef accel_methods[] = {
 static struct PyModuleDef accel_module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "kbthreads._accel",
-    .m_doc = "The kbthreads binding's hot paths in C (optional).",
+    .m_doc = "The kbthreads binding's compiled part: its hot paths, and libkbthreads.",
     .m_size = -1,
     .m_methods = accel_methods,
 };
@@ -514,7 +618,8 @@ PyMODINIT_FUNC PyInit__accel(void)
     str_engine = PyUnicode_InternFromString("engine");
     str_wait = PyUnicode_InternFromString("wait");
     str_driver_wait = PyUnicode_InternFromString("_driver_wait");
-    if (!str_engine || !str_wait || !str_driver_wait)
+    str_meta = PyUnicode_InternFromString("_meta");
+    if (!str_engine || !str_wait || !str_driver_wait || !str_meta)
         return NULL;
     PyObject *m = PyModule_Create(&accel_module);
     if (m && PyModule_AddObjectRef(m, "Core", (PyObject *)&core_type) < 0)

@@ -16,15 +16,14 @@ Cancellation
 
 Handles
   Handles are arbitrary hashable Python objects; the library only ever
-  sees uint64 ids (never 0 or UINT64_MAX). An int handle h with
-  1 <= h < 2**63, the usual kind, is its own id and costs no table entry.
-  Every other handle gets an id from 2**63 up, kept in a dict both ways
-  (_h2id, _id2h); except that a handle equal to such an int (a bool, an
-  integral float, an object with __index__ such as numpy's integers) gets
-  that int as its id, since Python's sets (the reference's completed set)
-  take them for one element; the dicts keep the first such object, which
-  the engine and the containers then see for that id. _accel.c
-  (Core: handle_id) implements the same rule.
+  sees uint64 ids. An int handle h with 1 <= h < 2**63, the usual kind, is
+  its own id; the rule for every other handle is _accel.c's (handle_id),
+  with the tables in the Context's _h2id and _id2h dicts.
+
+The hot paths (the suspension points, handle ids, a rank's ctx.wait and
+collective submit, the error mapping, the engine's wait hook, the hook
+depth) are the compiled part's, kbthreads/_accel.c, written once there;
+this module is what is not hot, over ctypes.
 """
 from __future__ import annotations
 
@@ -62,10 +61,9 @@ __all__ = [
 ]
 
 _RC_FAILED = 1  # what a rank returns to the library when its body raised
-_INT_IDS = 1 << 63  # int handles below this are their own ids; table ids start here
-_KB_WAIT_COLLECTIVE = _lib.KB_WAIT_COLLECTIVE
 _JOIN_SLICE_MS = 50  # the driver returns to Python this often (Ctrl-C, timeouts)
-_tls = threading.local()  # .worker on rank threads, .hook_depth on driver threads
+_tls = threading.local()  # .worker on rank threads
+_accel = _lib.accel
 
 
 # ---------------------------------------------------------------------------
@@ -173,64 +171,30 @@ def cancelled() -> bool:
     return bool(lib.kb_cancelled())
 
 
-def _suspension(rc: int, what: str) -> None:
-    if rc == 0:
-        return
-    if rc == _lib.KB_ECANCELED:
-        raise SystemExit
-    if rc == _lib.KB_EPERM:
-        raise RuntimeError(f"kbthreads.{what}() called outside a rank")
-    raise KbError(rc, what)
-
-
-def _yield_ctypes() -> None:
-    """Give the baton to the next rank (a bare switch to the scheduler).
-    Raises SystemExit when this rank is being cancelled."""
-    rc = _kb_yield()
-    if rc:
-        _suspension(rc, "yield_")
-
-
-def _barrier_ctypes() -> None:
-    """Wait until every not-finished rank of this spawn has arrived (kb_barrier).
-    Raises SystemExit when this rank is being cancelled."""
-    rc = _kb_barrier()
-    if rc:
-        _suspension(rc, "barrier")
-
-
-_kb_yield = lib.kb_yield
-_kb_barrier = lib.kb_barrier
-_kb_wait = lib.kb_wait
-_kb_is_completed = lib.kb_is_completed
-_kb_collective_submit = lib.kb_collective_submit
-_accel = _lib.accel
-
-# The suspension points: the accelerator's C functions when it is loaded
-# (same behaviour: they raise SystemExit, RuntimeError or KbError alike).
-yield_: Callable[[], None] = _accel.yield_ if _accel is not None else _yield_ctypes
-barrier: Callable[[], None] = _accel.barrier if _accel is not None else _barrier_ctypes
+# The suspension points (kb_yield, kb_barrier in C: they raise SystemExit
+# when the rank is being cancelled, RuntimeError outside a rank).
+yield_: Callable[[], None] = _accel.yield_
+barrier: Callable[[], None] = _accel.barrier
 
 
 def accelerated() -> bool:
-    """True when the binding's hot paths run in its C accelerator
-    (kbthreads._accel), False on the pure-ctypes path."""
-    return _accel is not None
+    """True: the binding's hot paths run in its compiled part
+    (kbthreads._accel), which every installation has. Kept for programs
+    written when it was optional."""
+    return True
 
 
-def _hook_depth() -> int:
-    """Engine hooks running on this thread: the Python hooks' count, plus
-    the accelerator's C wait hook's."""
-    depth = getattr(_tls, "hook_depth", 0)
-    return depth + _accel.hook_depth() if _accel is not None else depth
+_hook_depth: Callable[[], int] = _accel.hook_depth  # engine hooks running on this thread
 
 
 class _InHook:
+    """A Python engine hook (bind, abort) runs: counted with the C hook's."""
+
     def __enter__(self):
-        _tls.hook_depth = getattr(_tls, "hook_depth", 0) + 1
+        _accel.hook_enter()
 
     def __exit__(self, *exc):
-        _tls.hook_depth -= 1
+        _accel.hook_leave()
         return False
 
 
@@ -345,21 +309,23 @@ class PendingCollectives(PendingWaits):
         return [(c._handle(e.handle), e.sip_id, c._metas.get(e.meta or 0)) for e in c._pending_collective_entries()]
 
     def append(self, entry) -> None:
-        h, sip_id, meta = entry
+        h, sip_id, meta = entry  # (TypeError or ValueError for anything but 3 items)
         c = self._ctx
         token = None
         if meta is not None:
             token = next(c._meta_tokens)
             c._metas[token] = meta
-        core = c._core
-        rc = core.submit(h, sip_id, token) if core is not None else NotImplemented  # a rank, in C
-        if rc is NotImplemented:
-            i = c._id(h)
-            if getattr(_tls, "worker", None) is not None:  # a rank holds the baton: no lock
-                rc = _kb_collective_submit(c._ptr, i, int(sip_id), token)
-            else:
+        try:
+            # a rank's, in C, which checks sip_id (an integer fitting a C
+            # int: TypeError, ValueError) on either side
+            rc = c._core.submit(h, sip_id, token)
+            if rc is NotImplemented:  # the driver side, under the context's lock
+                i = c._id(h)
                 with c._guard():
-                    rc = _kb_collective_submit(c._ptr, i, int(sip_id), token)
+                    rc = lib.kb_collective_submit(c._ptr, i, operator.index(sip_id), token)
+        except BaseException:
+            c._metas.pop(token, None)
+            raise
         if rc != 0:
             c._metas.pop(token, None)
             raise KbError(rc, "kb_collective_submit")
@@ -381,7 +347,7 @@ class CompletedSet(_Unsupported, collections.abc.Set):
     def __contains__(self, h) -> bool:
         c = self._ctx
         try:
-            i = c._known_id(h)
+            i = c._core.known_id(h)
         except TypeError:  # unhashable: cannot be a handle
             return False
         if i is None:
@@ -413,25 +379,45 @@ class CompletedSet(_Unsupported, collections.abc.Set):
         return "{" + ", ".join(repr(h) for h in self._snapshot()) + "}" if len(self) else "set()"
 
 
-def _int_value(h) -> int | None:
-    """v if handle h equals the int v with 1 <= v < 2**63 (a bool, an
-    integral float, an object with __index__), else None."""
+# ---------------------------------------------------------------------------
+# arguments: integers through operator.index, as range() takes them
+# ---------------------------------------------------------------------------
+def _int_arg(v: Any, what: str) -> int:
+    """operator.index(v): TypeError for a str, a float, None, ..."""
     try:
-        if isinstance(h, int):
-            v = int(h)
-        elif isinstance(h, float):
-            if not h.is_integer():
-                return None
-            v = int(h)
-        elif hasattr(type(h), "__index__"):
-            v = operator.index(h)
-            if not v == h:
-                return None
-        else:
-            return None
-    except Exception:  # an __index__ or __eq__ that raises: not an int-valued handle
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, not {type(v).__name__}") from None
+
+
+def _size_arg(v: Any, what: str) -> int:
+    """An integer >= 0 (TypeError as _int_arg; ValueError when negative)."""
+    n = _int_arg(v, what)
+    if n < 0:
+        raise ValueError(f"{what} must be >= 0, not {n}")
+    return n
+
+
+def _args_arg(args: Any) -> tuple:
+    """The positional arguments after the rank: any iterable, as fn(rank, *args) takes it."""
+    if isinstance(args, (str, bytes)):
+        raise TypeError(f"spawn: args must be a tuple (or another iterable of arguments), not {type(args).__name__}")
+    try:
+        return tuple(args)
+    except TypeError:
+        raise TypeError(f"spawn: args must be a tuple (or another iterable of arguments), not {type(args).__name__}") from None
+
+
+def _timeout_arg(timeout: Any) -> float | None:
+    """None (no limit) or a real number of seconds (a negative one: no wait)."""
+    if timeout is None:
         return None
-    return v if 0 < v < _INT_IDS else None
+    if isinstance(timeout, (str, bytes)) or not hasattr(type(timeout), "__float__"):
+        raise TypeError(f"join: timeout must be a number of seconds or None, not {type(timeout).__name__}")
+    t = float(timeout)
+    if t != t:
+        raise ValueError("join: timeout must be a number of seconds, not NaN")
+    return t
 
 
 def _is_greenlet_exit(e: BaseException) -> bool:
@@ -629,6 +615,7 @@ class ProcessContext:
         round per call). Raises SpawnException when ranks or the drain failed;
         once finished it returns True again (or raises the same exception)."""
         run = self._run
+        timeout = _timeout_arg(timeout)
         if not _may_drive():
             raise KbError(_lib.KB_EPERM if lib.kb_rank() >= 0 else _lib.KB_EBUSY, "join")
         return run.join_slices(timeout)
@@ -730,14 +717,11 @@ class Context:
 
     def __init__(self, engine: Any = None, distributed: Any = None, *, stack_size: int = 0):
         self._ptr = c_void_p()
-        self._h2id: dict = {}
+        self._h2id: dict = {}  # the handle tables (_accel.c: handle_id)
         self._id2h: dict = {}
-        self._ids = itertools.count(_INT_IDS)
-        self._id_lock = threading.Lock()
-        self._metas: dict = {}
+        self._metas: dict = {}  # collective meta token -> meta
         self._meta_tokens = itertools.count(1)
-        self._stash: dict = {}
-        self._codes = itertools.count(1)
+        self._stash: dict = {}  # code -> (exception, handle, origin) of a failed engine wait
         self._run: _Run | None = None
         self._starting: _Run | None = None
         # Held by the thread driving a spawn (for the whole of a join=True
@@ -747,34 +731,27 @@ class Context:
         # hold the baton, do not take it.
         self._lock = threading.RLock()
         self._suppress_abort = False
-        self._stack_size = int(stack_size)
+        self._stack_size = _size_arg(stack_size, "Context: stack_size")
         self.__waits = PendingWaits(self)
         self.__colls = PendingCollectives(self)
         self.__completed = CompletedSet(self)
         self.engine = engine
-        # With the accelerator, a C Core holds the handle ids and runs a
-        # rank's wait and the engine's wait hook (its engine self); it is
-        # kept alive in _hooks as long as the kb_ctx.
-        self._core = None
-        if _accel is not None:
-            overridden = type(self).wait is not Context.wait
-            self._core = _accel.Core(self, self._h2id, self._id2h, _INT_IDS, overridden)
-            wait_cb = _lib.WAIT_HOOK(_accel.wait_hook_address())
-            eng_self = c_void_p(id(self._core))
-        else:
-            wait_cb = _lib.WAIT_HOOK(self._wait_hook)
-            eng_self = c_void_p()
+        # The C Core holds the handle ids and runs a rank's wait and the
+        # engine's wait hook (its engine self); it is kept alive in _hooks
+        # as long as the kb_ctx.
+        overridden = type(self).wait is not Context.wait
+        self._core = _accel.Core(self, self._h2id, self._id2h, self._metas, self._stash, overridden)
+        wait_cb = _lib.WAIT_HOOK(_accel.wait_hook_address())
         self._hooks = (self._core, wait_cb, _lib.BIND_HOOK(self._bind_hook), _lib.ABORT_HOOK(self._abort_hook))
-        eng = _lib.Engine(eng_self, *self._hooks[1:])
+        eng = _lib.Engine(c_void_p(id(self._core)), *self._hooks[1:])
         rc = lib.kb_ctx_create(byref(eng), byref(self._ptr))
         if rc != 0:
             raise KbError(rc, "kb_ctx_create")
-        if self._core is not None:
-            self._core.attach(self._ptr.value)
-            if not overridden:
-                # ctx.wait is then the C method itself, no Python frame (a
-                # subclass that overrides wait keeps its own).
-                self.wait = self._core.wait  # type: ignore[method-assign]
+        self._core.attach(self._ptr.value)
+        if not overridden:
+            # ctx.wait is then the C method itself, no Python frame (a
+            # subclass that overrides wait keeps its own).
+            self.wait = self._core.wait  # type: ignore[method-assign]
         self._distributed = None
         self.distributed = distributed
         self.multiprocessing = MultiprocessingNamespace(self)
@@ -784,36 +761,11 @@ class Context:
 
     # ---- handles ---------------------------------------------------------------
     def _id(self, h) -> int:
-        """The id of handle h (see Handles in the module doc)."""
-        if type(h) is int and 0 < h < _INT_IDS:
-            return h
-        i = self._h2id.get(h)  # TypeError for an unhashable h, as a handle must be hashable
-        if i is not None:
-            return i
-        if self._core is not None:
-            return self._core.id(h)  # one counter for both paths
-        v = _int_value(h)
-        with self._id_lock:
-            if v is not None:
-                self._id2h.setdefault(v, h)
-                return self._h2id.setdefault(h, v)
-            i = self._h2id.get(h)
-            if i is None:
-                i = next(self._ids)
-                self._id2h[i] = h
-                self._h2id[h] = i
-            return i
-
-    def _known_id(self, h) -> int | None:
-        """The id handle h has, or would have without a table entry; None
-        for a handle never seen (TypeError if unhashable)."""
-        if type(h) is int and 0 < h < _INT_IDS:
-            return h
-        i = self._h2id.get(h)
-        return i if i is not None else _int_value(h)
+        """The id of handle h (a new one for a handle never seen)."""
+        return self._core.id(h)
 
     def _handle(self, i: int):
-        return self._id2h.get(i, i)
+        return self._core.handle(i)
 
     def _prune_metas(self) -> None:
         live = {e.meta for e in self._pending_collective_entries()}
@@ -868,24 +820,7 @@ class Context:
         raises what the engine's wait raised. ``_meta`` is what the drain
         passes for a collective (as the reference's drain does); the binding
         itself does not use it."""
-        core = self._core
-        if core is not None:
-            core.wait(h)  # a rank's wait in C; off a rank it calls _driver_wait
-            return
-        i = self._id(h)
-        if getattr(_tls, "worker", None) is not None:
-            # A rank (it holds the baton: no lock). The reference's fast
-            # path first: a completed handle returns at once, also in the
-            # cleanup of a cancelled rank, where kb_wait itself answers
-            # KB_ECANCELED before looking at h.
-            ptr = self._ptr
-            if _kb_is_completed(ptr, i) == 1:
-                return
-            rc = _kb_wait(ptr, i)
-            if rc == 0:
-                return
-            self._raise(rc, "wait")
-        self._driver_wait(i)
+        self._core.wait(h)  # a rank's wait in C; off a rank it calls _driver_wait
 
     def _driver_wait(self, i: int) -> None:
         """ctx.wait off a rank, for handle id i: under the context's lock."""
@@ -893,8 +828,7 @@ class Context:
             if lib.kb_is_completed(self._ptr, i) == 1:
                 return
             rc = lib.kb_wait(self._ptr, i)
-        if rc != 0:
-            self._raise(rc, "wait")
+        self._core.check(rc, "wait")
 
     def yield_(self) -> None:
         """Worker-side bare yield (see kbthreads.yield_)."""
@@ -904,46 +838,7 @@ class Context:
         """See kbthreads.barrier."""
         barrier()
 
-    def _raise(self, rc: int, what: str):
-        if rc == _lib.KB_ECANCELED:
-            raise SystemExit
-        if rc > 0:
-            stashed = self._stash.pop(rc, None)
-            if stashed is not None:
-                raise stashed[0]
-        raise KbError(rc, what)
-
-    # ---- engine hooks (driver thread, holding the baton) ---------------------
-    def _stash_exc(self, e: BaseException, h, origin: int) -> int:
-        code = next(self._codes) % (1 << 30) or next(self._codes)
-        self._stash[code] = (e, h, origin)
-        return code
-
-    def _wait_hook(self, _self, hid: int, meta, origin: int) -> int:
-        # Called once per drained handle (the C accelerator's hook, or a
-        # ctypes callback): kept to a few dict lookups and the engine call.
-        h = self._id2h.get(hid, hid)
-        tls = _tls
-        depth = getattr(tls, "hook_depth", 0)
-        tls.hook_depth = depth + 1
-        try:
-            if origin == _KB_WAIT_COLLECTIVE and type(self).wait is not Context.wait:
-                # drain phase (b): the reference calls ctx.wait(h, _meta=meta),
-                # which a subclass may have overridden
-                self.wait(h, _meta=self._metas.get(meta or 0))
-            else:
-                # a worker wait (a), or a collective (b) whose ctx.wait is
-                # ours: on the driver side that is the engine's wait (the
-                # library already skipped a completed handle)
-                wait_fn = getattr(self.engine, "wait", None)
-                if wait_fn is not None:
-                    wait_fn(h)
-            return 0
-        except BaseException as e:
-            return self._stash_exc(e, h, origin)
-        finally:
-            tls.hook_depth = depth
-
+    # ---- engine hooks (driver thread, holding the baton; the wait hook is _accel.c's)
     def _bind_hook(self, _self, _ctx, r: int) -> None:
         try:
             with _in_hook:
@@ -981,10 +876,9 @@ class Context:
     # ---- spawning ----------------------------------------------------------------
     def _start(self, fn: Callable, args: tuple, nprocs: int) -> _Run:
         if not callable(fn):
-            raise TypeError("spawn: fn must be callable")
-        nprocs = int(nprocs)
-        if nprocs < 0:
-            raise ValueError("spawn: nprocs must be >= 0")
+            raise TypeError(f"spawn: fn must be callable, not {type(fn).__name__}")
+        args = _args_arg(args)
+        nprocs = _size_arg(nprocs, "spawn: nprocs")
         if lib.kb_rank() >= 0:
             raise KbError(_lib.KB_EPERM, "spawn (called from a rank)")
         if _hook_depth() > 0:
@@ -994,7 +888,7 @@ class Context:
             if self._run is not None and not self._run.done:
                 raise KbError(_lib.KB_EBUSY, "spawn (a spawn started with join=False is still live)")
             self._adopt_backend()
-            run = _Run(self, fn, tuple(args), nprocs)
+            run = _Run(self, fn, args, nprocs)
             opts = _lib.SpawnOpts(stack_size=self._stack_size, cancel_mode=_lib.KB_CANCEL_RETURN)
             self._starting = run
             try:
@@ -1054,7 +948,7 @@ class Context:
 
     def spawn(self, fn: Callable, args: tuple = (), nprocs: int = 1, join: bool = True):
         """See MultiprocessingNamespace.spawn."""
-        if not join:
+        if not _int_arg(join, "spawn: join"):
             return ProcessContext(self._start(fn, args, nprocs))
         with self._guard():  # busy to other threads for the whole spawn, like kb_spawn
             run = self._start(fn, args, nprocs)
@@ -1083,8 +977,7 @@ class Context:
             if rc != 0:
                 self._ptr = ptr
                 raise KbError(rc, "kb_ctx_destroy")
-            if self._core is not None:
-                self._core.attach(0)
+            self._core.attach(0)
 
     def __del__(self):
         if not getattr(self, "_ptr", None):

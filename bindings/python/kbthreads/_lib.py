@@ -1,25 +1,27 @@
-"""The ctypes layer: loading libkbthreads and declaring its C API.
+"""The ctypes layer: loading the package's compiled part and declaring the
+library's C API.
 
 Only this module knows the C declarations of include/kbthreads.h. The
-library is loaded with ctypes.CDLL, which releases the GIL around every
-foreign call: a rank blocked in kb_yield/kb_wait/kb_barrier waiting for the
-baton (or the driver blocked in kb_join) holds no GIL, so the thread that
-gets the baton can run Python.
+library is reached with ctypes.CDLL, which releases the GIL around every
+foreign call: a rank blocked in the library waiting for the baton (or the
+driver blocked in kb_join) holds no GIL, so the thread that gets the baton
+can run Python.
 
-Where the library comes from, first match wins:
-  1. $KBTHREADS_LIBRARY (a path to libkbthreads.so*; no fallback when set),
-  2. the path recorded by `cmake --install` next to this file (_libpath.py),
-  3. "libkbthreads.so.0" through the dynamic loader (an installed library).
-
-The hot paths (suspension points, a rank's ctx.wait, the engine's wait
-hook) go through the C accelerator kbthreads._accel when it is there (see
-_load_accel); everything else, and everything without it, goes through
-ctypes.
+The library is the one the compiled part kbthreads._accel is linked with
+(in a pip-built package, compiled into it): ctypes loads that module's
+file, so the ctypes calls here and the hot paths in _accel.c reach the
+same copy. Which _accel, first match wins:
+  1. $KBTHREADS_ACCEL, a path to a built extension (developers, the bench);
+  2. with $KBTHREADS_LIBRARY (a library in a CMake build tree), the
+     extension built in that same tree (<build>/bindings/python/kbthreads/);
+  3. the package's own (pip install, or make install).
 """
 from __future__ import annotations
 
 import ctypes
 import errno
+import importlib.machinery
+import importlib.util
 import os
 from ctypes import (
     CFUNCTYPE,
@@ -33,42 +35,55 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
-from typing import Any
+from types import ModuleType
 
-SONAME = "libkbthreads.so.0"
 ABI_MAJOR = 0  # the SONAME's major version this binding is written for
 
 
-def _candidates() -> list[str]:
-    env = os.environ.get("KBTHREADS_LIBRARY")
-    if env:
-        return [env]
-    out = []
-    try:
-        from ._libpath import LIBRARY  # written by `cmake --install`
-    except ImportError:
-        LIBRARY = None
-    if LIBRARY and os.path.exists(LIBRARY):
-        out.append(LIBRARY)
-    out.append(SONAME)
-    return out
+def _accel_in_build_tree(library: str) -> str | None:
+    """The extension built beside library in a CMake build tree
+    (build/src/libkbthreads.so.0 -> build/bindings/python/kbthreads/), or None."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(library)), "..", "bindings", "python", "kbthreads")
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = os.path.normpath(os.path.join(folder, "_accel" + suffix))
+        if os.path.exists(candidate):
+            return candidate
+    return None
 
 
-def _load() -> ctypes.CDLL:
-    tried = []
-    for name in _candidates():
+def _load_accel() -> ModuleType:
+    path = os.environ.get("KBTHREADS_ACCEL") or None
+    library = os.environ.get("KBTHREADS_LIBRARY")
+    if path is None and library:
+        path = _accel_in_build_tree(library)
+        if path is None:
+            raise ImportError(
+                f"kbthreads: KBTHREADS_LIBRARY={library} names no CMake build tree with the binding's "
+                "compiled part (<build>/bindings/python/kbthreads/_accel*.so; it needs python3-dev)"
+            )
+    if path is None:
         try:
-            return ctypes.CDLL(name)
-        except OSError as e:
-            tried.append(f"{name}: {e}")
-    hint = (
-        "set KBTHREADS_LIBRARY to the path of a built libkbthreads.so "
-        "(e.g. build/src/libkbthreads.so.0) or install libkbthreads"
-    )
-    raise ImportError("kbthreads: cannot load libkbthreads (" + "; ".join(tried) + "); " + hint)
+            from . import _accel  # type: ignore[attr-defined]
+        except ImportError as e:
+            raise ImportError(
+                "kbthreads: the package's compiled part kbthreads._accel is missing "
+                f"({e}): install the package with pip (pip install ./bindings/python), "
+                "or set KBTHREADS_LIBRARY to a library in a CMake build tree"
+            ) from e
+        return _accel
+    spec = importlib.util.spec_from_file_location("kbthreads._accel", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"kbthreads: the compiled part {path} is not a Python extension module")
+    try:
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    except ImportError as e:
+        raise ImportError(f"kbthreads: cannot load the compiled part {path}: {e}") from e
+    return mod
 
 
-lib = _load()
+accel = _load_accel()
+lib = ctypes.CDLL(accel.__file__)
 
 # ---- constants (include/kbthreads.h) ---------------------------------------
 KB_EINVAL = -errno.EINVAL
@@ -196,58 +211,4 @@ if int(version().split(".")[0]) != ABI_MAJOR:  # pragma: no cover - a wrong libr
     raise ImportError(f"kbthreads: libkbthreads {version()} loaded, this binding needs {ABI_MAJOR}.x")
 
 
-# ---- the optional C accelerator (_accel.c) ----------------------------------------
-ACCEL_ENTRY_POINTS = ("kb_yield", "kb_barrier", "kb_wait", "kb_is_completed", "kb_rank", "kb_collective_submit")
-
-
-def _accel_in_build_tree() -> str | None:
-    """The accelerator built beside $KBTHREADS_LIBRARY in a build tree
-    (build/src/libkbthreads.so.0 -> build/bindings/python/kbthreads/), or None."""
-    library = os.environ.get("KBTHREADS_LIBRARY")
-    if not library:
-        return None
-    import importlib.machinery
-
-    folder = os.path.join(os.path.dirname(os.path.abspath(library)), "..", "bindings", "python", "kbthreads")
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        candidate = os.path.normpath(os.path.join(folder, "_accel" + suffix))
-        if os.path.exists(candidate):
-            return candidate
-    return None
-
-
-def _load_accel() -> Any:
-    """kbthreads._accel bound to the library loaded above, or None.
-
-    Where it comes from, first match wins: $KBTHREADS_ACCEL (a path to the
-    built extension; an error if it cannot be loaded), the _accel module
-    installed in this package, or the one built in the same build tree as
-    the library $KBTHREADS_LIBRARY names (<build>/bindings/python/kbthreads/).
-    None of them, or KBTHREADS_NO_ACCEL=1: the pure-ctypes path."""
-    if os.environ.get("KBTHREADS_NO_ACCEL"):
-        return None
-    path = os.environ.get("KBTHREADS_ACCEL") or None
-    if path is None:
-        try:
-            from . import _accel as mod  # type: ignore[attr-defined, no-redef]
-        except ImportError:
-            path = _accel_in_build_tree()
-            if path is None:
-                return None
-    if path:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("kbthreads._accel", path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"kbthreads: the C accelerator {path} is not a Python extension module")
-        try:
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-        except ImportError as e:
-            raise ImportError(f"kbthreads: cannot load the C accelerator {path}: {e}") from e
-    addresses = {name: ctypes.cast(getattr(lib, name), c_void_p).value for name in ACCEL_ENTRY_POINTS}
-    mod.bind(addresses, KbError)
-    return mod
-
-
-accel = _load_accel()
+accel.init(KbError)

@@ -27,54 +27,53 @@ alive = kbfake.alive
 # ---------------------------------------------------------------------------
 # loading and the C declarations
 # ---------------------------------------------------------------------------
-def test_library_from_environment():
+def _mapped_libkbthreads() -> list:
+    """The libkbthreads.so files mapped into this process."""
+    with open("/proc/self/maps") as f:
+        paths = {ln.split(None, 5)[5].strip() for ln in f if len(ln.split(None, 5)) == 6}
+    return sorted(p for p in paths if os.path.basename(p).startswith("libkbthreads.so"))
+
+
+def test_the_library_is_the_one_the_compiled_part_carries():
+    """ctypes loads kbthreads._accel's file: the library the compiled part
+    is linked with (KBTHREADS_LIBRARY's, in a CMake build tree) or, in a
+    pip-built package, compiled into it (no libkbthreads.so mapped)."""
     lib = _lib.lib
     assert type(lib) is ctypes.CDLL  # not PyDLL: every call releases the GIL
-    if os.environ.get("KBTHREADS_LIBRARY"):
-        assert lib._name == os.environ["KBTHREADS_LIBRARY"]
+    assert lib._name == _lib.accel.__file__
+    library = os.environ.get("KBTHREADS_LIBRARY")
+    want = [os.path.realpath(library)] if library else []
+    assert _mapped_libkbthreads() == want
     assert kbthreads.__version__ == kbthreads.version()
     assert re.fullmatch(r"\d+\.\d+\.\d+", kbthreads.version())
 
 
-def test_the_accelerator_is_loaded_when_the_build_has_it():
-    """ctest runs this suite twice: with the C accelerator built here
-    (KBTHREADS_ACCEL) and on the pure-ctypes path (KBTHREADS_NO_ACCEL=1);
-    neither may fall back to the other unnoticed."""
-    want = os.environ.get("KBTHREADS_EXPECT_ACCEL")
-    if want is None:
-        pytest.skip("run by hand: KBTHREADS_EXPECT_ACCEL not set (ctest sets it)")
-    assert kbthreads.accelerated() is (want == "1")
-    if want == "1":
-        assert kbthreads.yield_ is _lib.accel.yield_ and kbthreads.barrier is _lib.accel.barrier
+def test_the_suspension_points_are_the_compiled_parts():
+    assert kbthreads.yield_ is _lib.accel.yield_ and kbthreads.barrier is _lib.accel.barrier
+    assert kbthreads.accelerated() is True
 
 
-def test_an_accelerator_that_cannot_be_loaded_is_an_import_error(tmp_path):
+def _import_kbthreads(env) -> "subprocess.CompletedProcess":
     import subprocess
     import sys
 
+    env = dict(env, PYTHONPATH=os.path.dirname(kbthreads.__path__[0]))
+    return subprocess.run([sys.executable, "-c", "import kbthreads"], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_a_compiled_part_that_cannot_be_loaded_is_an_import_error(tmp_path):
     bogus = tmp_path / "_accel.so"
     bogus.write_text("not an ELF file")
-    env = dict(os.environ, KBTHREADS_ACCEL=str(bogus), PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
-    env.pop("KBTHREADS_NO_ACCEL", None)
-    out = subprocess.run([sys.executable, "-c", "import kbthreads"], env=env, capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode != 0 and "cannot load the C accelerator " + str(bogus) in out.stderr, out.stderr
+    out = _import_kbthreads(dict(os.environ, KBTHREADS_ACCEL=str(bogus)))
+    assert out.returncode != 0 and "cannot load the compiled part " + str(bogus) in out.stderr, out.stderr
 
 
-def test_the_accelerator_built_beside_the_library_is_found_without_being_named():
-    if os.environ.get("KBTHREADS_EXPECT_ACCEL") != "1":
-        pytest.skip("only where ctest built the accelerator beside KBTHREADS_LIBRARY")
-    import subprocess
-    import sys
-
-    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
-    env.pop("KBTHREADS_ACCEL")
-    code = "import kbthreads; print(kbthreads.accelerated())"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert out.stdout == "True\n", out.stderr
-    env["KBTHREADS_NO_ACCEL"] = "1"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert out.stdout == "False\n", out.stderr
+def test_a_library_outside_a_build_tree_is_an_import_error(tmp_path):
+    env = dict(os.environ, KBTHREADS_LIBRARY=str(tmp_path / "libkbthreads.so.0"))
+    env.pop("KBTHREADS_ACCEL", None)
+    out = _import_kbthreads(env)
+    assert out.returncode != 0 and "names no CMake build tree" in out.stderr, out.stderr
 
 
 def _header_struct(text, name):
@@ -748,21 +747,13 @@ def test_keyboard_interrupt_cancels_the_ranks():
     assert alive(tids(workers)) == []
 
 
-@pytest.mark.skipif(not os.path.exists(HEADER), reason="include/kbthreads.h not beside this package")
-def test_pyproject_version_is_the_library_version():
-    pyproject = open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")).read()
-    header = open(HEADER).read()
-    want = re.search(r'#define KB_VERSION_STRING "([0-9.]+)"', header).group(1)
-    assert re.search(r'^version = "([0-9.]+)"$', pyproject, re.M).group(1) == want
-
-
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "gdb_ranks.py")
 PY_GDB = "/usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py"
 
 
 def _example_env():
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(os.path.dirname(__file__), "..")
+    env["PYTHONPATH"] = os.path.dirname(kbthreads.__path__[0])  # the kbthreads this suite tests
     return env
 
 
@@ -782,11 +773,111 @@ def test_gdb_shows_python_ranks_as_threads():
     """The README's gdb session: every rank is a thread named kb-rank-N and
     py-bt shows its Python stack."""
     import subprocess
+    import sys
 
     cmd = ["gdb", "-batch", "-ex", "run", "-ex", "info threads", "-ex", "thread apply all py-bt",
-           "--args", "/usr/bin/python3", EXAMPLE]
+           "--args", sys.executable, EXAMPLE]
     out = subprocess.run(cmd, env=_example_env(), capture_output=True, text=True, timeout=120).stdout
     assert 'Thread 4 "kb-rank-2" received signal SIGTRAP' in out, out
     for r in range(4):
         assert re.search(r'Thread \d+ \(Thread 0x[0-9a-f]+ \(LWP \d+\) "kb-rank-%d"\):\nTraceback' % r, out), out
     assert out.count('gdb_ranks.py", line') >= 5, out  # four ranks and the driver
+
+
+# ---------------------------------------------------------------------------
+# arguments: integers through operator.index (as the reference's range(nprocs))
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("nprocs", ["3", 2.5, 2.0, None, [2]])
+def test_nprocs_that_is_not_an_integer_is_a_type_error(nprocs):
+    with pytest.raises(TypeError, match="nprocs must be an integer"):
+        kbthreads.spawn(lambda r: None, nprocs=nprocs)
+
+
+def test_a_negative_nprocs_is_a_value_error():
+    with pytest.raises(ValueError, match="nprocs must be >= 0"):
+        kbthreads.spawn(lambda r: None, nprocs=-1)
+
+
+def test_nprocs_takes_any_object_with_index():
+    ran = []
+    kbthreads.spawn(ran.append, nprocs=_Index(3))
+    assert ran == [0, 1, 2]
+
+
+def test_fn_that_is_not_callable_is_a_type_error():
+    with pytest.raises(TypeError, match="fn must be callable"):
+        kbthreads.spawn("not a function", nprocs=1)
+
+
+@pytest.mark.parametrize("args", [5, "ab", None])
+def test_args_that_is_not_a_tuple_of_arguments_is_a_type_error(args):
+    with pytest.raises(TypeError, match="args must be a tuple"):
+        kbthreads.spawn(lambda r, *a: None, args=args, nprocs=1)
+
+
+def test_args_takes_any_iterable_of_arguments():
+    got = []
+    kbthreads.spawn(lambda r, a, b: got.append((r, a, b)), args=["x", "y"], nprocs=1)
+    assert got == [(0, "x", "y")]
+
+
+@pytest.mark.parametrize("join", ["yes", None, 1.0])
+def test_join_that_is_not_an_integer_or_bool_is_a_type_error(join):
+    with pytest.raises(TypeError, match="join must be an integer"):
+        kbthreads.spawn(lambda r: None, nprocs=1, join=join)
+
+
+@pytest.mark.parametrize("timeout", ["1", b"1", [1]])
+def test_a_join_timeout_that_is_not_a_number_is_a_type_error(timeout):
+    pc = kbthreads.spawn(lambda r: None, nprocs=1, join=False)
+    with pytest.raises(TypeError, match="timeout must be a number"):
+        pc.join(timeout)
+    assert pc.join(0.5) is True  # still joinable
+
+
+def test_a_nan_join_timeout_is_a_value_error():
+    pc = kbthreads.spawn(lambda r: None, nprocs=1, join=False)
+    with pytest.raises(ValueError, match="NaN"):
+        pc.join(float("nan"))
+    assert pc.join() is True
+
+
+@pytest.mark.parametrize("size, error", [("64k", TypeError), (65536.0, TypeError), (None, TypeError),
+                                         (-1, ValueError)])
+def test_a_stack_size_that_is_not_a_size_is_refused(size, error):
+    with pytest.raises(error, match="stack_size"):
+        kbthreads.Context(stack_size=size)
+
+
+@pytest.mark.parametrize("entry, error", [((1, "0", None), TypeError), ((1, 0.0, None), TypeError),
+                                          ((1, None, None), TypeError), ((1, 2**40, None), ValueError),
+                                          ((1, -(2**31) - 1, None), ValueError), ((1, 0), ValueError),
+                                          (7, TypeError)])
+def test_a_collective_entry_that_is_not_handle_sip_id_meta_is_refused(entry, error):
+    ctx = kbthreads.Context()
+    with pytest.raises(error):
+        ctx.pending_collectives.append(entry)
+    assert list(ctx.pending_collectives) == [] and ctx._metas == {}
+    ctx.close()
+
+
+def test_a_bad_sip_id_from_a_rank_is_refused_and_keeps_no_meta():
+    ctx = kbthreads.Context()
+    errors = []
+
+    def fn(r):
+        try:
+            ctx.pending_collectives.append((1, 2.5, "meta"))
+        except TypeError as e:
+            errors.append(e)
+
+    ctx.multiprocessing.spawn(fn, nprocs=1)
+    assert len(errors) == 1 and ctx._metas == {} and list(ctx.pending_collectives) == []
+    ctx.close()
+
+
+def test_a_sip_id_takes_any_object_with_index():
+    ctx = kbthreads.Context()
+    ctx.pending_collectives.append((1, _Index(4), None))
+    assert list(ctx.pending_collectives) == [(1, 4, None)]
+    ctx.close()

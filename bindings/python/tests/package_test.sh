@@ -1,0 +1,127 @@
+#!/bin/sh
+# package_test.sh REPO PYTHON: the Python package as a user gets it, offline.
+#
+#   1. A clean copy of what the package is built from (bindings/python with
+#      the library's src/, include/, gdb/, tools/; no build output) builds
+#      with `python3 -m build --no-isolation`: the sdist, then a wheel from
+#      the unpacked sdist, so the sdist is shown to build on its own.
+#   2. The wheel installs into a fresh venv (--system-site-packages: pytest
+#      and greenlet come from Debian), and the binding's whole pytest suite,
+#      the oracle traces included, runs against the installed package (a
+#      copy of tests/ away from the source tree), with no KBTHREADS_*
+#      variable and no libkbthreads on the loader's path.
+#   3. gdb's `kb ranks` (the script the package's module embeds, through the
+#      debug info and, on a copy stripped of it, through the debug
+#      descriptor) and the kbthreads-dump console script find the ranks of a
+#      Python process running the installed package.
+#
+# Exit 77 (skipped, saying why) when a build requirement is missing
+# (Debian: gcc python3-dev libck-dev python3-setuptools python3-wheel
+# python3-build python3-venv python3-pytest gdb; `make deps` installs them).
+set -eu
+repo=$(cd "$1" && pwd)
+python=$2
+
+missing=""
+command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
+command -v gdb >/dev/null 2>&1 || missing="$missing gdb"
+"$python" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || missing="$missing python3-dev"
+for mod in setuptools:python3-setuptools wheel:python3-wheel build:python3-build venv:python3-venv \
+           ensurepip:python3-venv pytest:python3-pytest; do
+    "$python" -c "import ${mod%%:*}" 2>/dev/null || missing="$missing ${mod#*:}"
+done
+[ -n "$(find /usr/lib /usr/local/lib -name libck.a 2>/dev/null | head -n 1)" ] || missing="$missing libck-dev"
+if [ -n "$missing" ]; then
+    echo "python_package skipped: missing Debian packages:$missing"
+    exit 77
+fi
+
+tmp=$(mktemp -d)
+pid=""
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+fail() { echo "FAIL: $*"; exit 1; }
+
+# 1. clean copy, sdist, wheel from the sdist
+mkdir -p "$tmp/copy"
+(cd "$repo" && tar cf - --exclude=build --exclude=_vendor --exclude='*.egg-info' --exclude='*.so' \
+    --exclude=__pycache__ bindings/python src include gdb tools) | (cd "$tmp/copy" && tar xf -)
+"$python" -m build --no-isolation --outdir "$tmp/dist" "$tmp/copy/bindings/python" >"$tmp/build.log" 2>&1 \
+    || { tail -n 40 "$tmp/build.log"; fail "python3 -m build --no-isolation failed"; }
+sdist=$(ls "$tmp"/dist/kbthreads-*.tar.gz) || fail "no sdist built"
+wheel=$(ls "$tmp"/dist/kbthreads-*.whl) || fail "no wheel built"
+tar tzf "$sdist" | grep -q '/_vendor/src/kbthreads.map$' || fail "the sdist does not carry the library's sources"
+echo "built $(basename "$sdist") and, from it, $(basename "$wheel")"
+
+# 2. a fresh venv, the wheel, the suite against the installed package
+"$python" -m venv --system-site-packages "$tmp/venv"
+venv="$tmp/venv/bin"
+"$venv/python" -m pip install -q --no-index --no-deps "$wheel" >"$tmp/pip.log" 2>&1 \
+    || { cat "$tmp/pip.log"; fail "pip install of the wheel failed"; }
+cp -r "$repo/bindings/python/tests" "$repo/bindings/python/examples" "$tmp/"
+rm -rf "$tmp/tests/__pycache__"
+# Nothing from the caller's environment: no KBTHREADS_*, no LD_LIBRARY_PATH, no PYTHONPATH.
+run() { env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONDONTWRITEBYTECODE=1 "$@"; }
+(cd "$tmp" && run "$venv/python" -m pytest -q -rs -p no:cacheprovider "$tmp/tests") >"$tmp/pytest.log" 2>&1 \
+    || { tail -n 60 "$tmp/pytest.log"; fail "the pytest suite failed against the installed package"; }
+tail -n 1 "$tmp/pytest.log"
+! grep -q "SKIPPED.*test_package.py" "$tmp/pytest.log" || { cat "$tmp/pytest.log"; fail "the metadata tests were skipped"; }
+installed=$(cd "$tmp" && run "$venv/python" -c 'import kbthreads; print(kbthreads.__file__)')
+case "$installed" in "$tmp/venv/"*) ;; *) fail "the suite imported kbthreads from $installed, not the venv" ;; esac
+
+# 3. gdb and kbthreads-dump on a Python process running the installed package
+cat >"$tmp/ranks.py" <<'EOF'
+import sys, time
+import kbthreads
+
+def rank_main(r):
+    if r == 0:
+        open(sys.argv[1], "w").close()
+        time.sleep(300)  # holds the baton while gdb and kbthreads-dump look
+    kbthreads.yield_()
+
+kbthreads.spawn(rank_main, nprocs=3)
+EOF
+start_ranks() {
+    rm -f "$tmp/ready"
+    # (env execs python: $! is the target's PID)
+    env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONDONTWRITEBYTECODE=1 "$venv/python" "$tmp/ranks.py" "$tmp/ready" &
+    pid=$!
+    i=0
+    while [ ! -e "$tmp/ready" ]; do
+        i=$((i + 1)); [ $i -lt 300 ] || fail "the Python target never started its ranks"
+        sleep 0.1
+    done
+}
+stop_ranks() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
+check_ranks() { # what output
+    for want in "kb-rank-0" "kb-rank-1" "kb-rank-2" "running" "not started"; do
+        printf '%s\n' "$2" | grep -q -- "$want" || { printf '%s\n' "$2"; fail "$1: no '$want'"; }
+    done
+}
+gdb_ranks() {
+    gdb -nx -batch -iex "set auto-load safe-path /" -iex "set debuginfod enabled off" -p "$pid" \
+        -ex "kb ranks" 2>&1
+}
+
+start_ranks
+check_ranks "gdb kb ranks (the embedded script, debug info)" "$(gdb_ranks)"
+out=$(run "$venv/kbthreads-dump" "$pid" 2>&1) || { printf '%s\n' "$out"; fail "kbthreads-dump failed"; }
+check_ranks "kbthreads-dump" "$out"
+stop_ranks
+
+# The debug descriptor: the module without its debug info (the embedded
+# script kept, as a distribution's strip would not keep it: its auto-load
+# copy is not part of a wheel).
+so=$(ls "$tmp"/venv/lib/python3*/site-packages/kbthreads/_accel*.so)
+objcopy --strip-debug --keep-section=.debug_gdb_scripts "$so" "$so.stripped" && mv "$so.stripped" "$so"
+start_ranks
+check_ranks "gdb kb ranks (the debug descriptor)" "$(gdb_ranks)"
+stop_ranks
+
+run "$venv/kbthreads-explore" --help >/dev/null || fail "kbthreads-explore --help failed"
+echo "python_package: ok"

@@ -1,0 +1,50 @@
+"""The installed package's metadata (pyproject.toml, setup.py). Runs where
+the package was installed by pip (ctest's python_package: a wheel in a
+fresh venv); in a source tree there is no metadata to read."""
+import importlib.metadata
+import os
+
+import pytest
+
+import kbthreads
+
+
+def _distribution():
+    try:
+        dist = importlib.metadata.distribution("kbthreads")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    mine = os.path.realpath(str(dist.locate_file("kbthreads/__init__.py")))
+    return dist if mine == os.path.realpath(kbthreads.__file__) else None
+
+
+dist = _distribution()
+installed = pytest.mark.skipif(dist is None, reason="this kbthreads was not installed by pip (a source tree)")
+
+
+@installed
+def test_the_package_version_is_the_library_version():
+    assert dist.version == kbthreads.version() == kbthreads.__version__
+
+
+@installed
+def test_the_metadata_says_what_users_look_for():
+    meta = dist.metadata
+    assert meta["Requires-Python"] == ">=3.9"
+    assert "Typing :: Typed" in meta.get_all("Classifier")
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert "pip install" in meta["Description"]  # the README is the long description
+
+
+@installed
+def test_the_console_scripts_are_kbthreads_dump_and_explore():
+    scripts = {e.name: e.value for e in dist.entry_points if e.group == "console_scripts"}
+    assert scripts == {"kbthreads-dump": "kbthreads._scripts:dump", "kbthreads-explore": "kbthreads._scripts:explore"}
+
+
+@installed
+def test_the_package_is_typed_and_carries_its_compiled_part():
+    files = {str(f) for f in dist.files}
+    assert "kbthreads/py.typed" in files
+    assert any(f.startswith("kbthreads/_accel.") and f.endswith(".so") for f in files)
+    assert {"kbthreads/_dump.py", "kbthreads/kbthreads_gdb.py"} <= files
