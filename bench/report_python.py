@@ -5,8 +5,7 @@ Figures (bench/run.py: python_jobs): per yield, per wait (+ drain) and per
 collective, at every N, of
   kbthreads            the C loop through kb_spawn (kb_bench)
   kbthreads_join       the same loop driven by kb_start + kb_join(pc, 50 ms) slices
-  kbthreads_py         the loop in Python through the binding, with its C accelerator
-  kbthreads_py_ctypes  the same on the binding's pure-ctypes path
+  kbthreads_py         the loop in Python through the binding (its compiled part)
   greenlet             the greenlet peer in the reference's shape (bench/peer_greenlet.py)
 """
 
@@ -14,8 +13,7 @@ BENCHES = ("yield", "wait", "collective")
 IMPLS = [
     ("kbthreads", "C, kb_spawn"),
     ("kbthreads_join", "C, timed kb_join (50 ms slices)"),
-    ("kbthreads_py", "Python, binding with its C accelerator"),
-    ("kbthreads_py_ctypes", "Python, binding on ctypes only"),
+    ("kbthreads_py", "Python, the binding"),
     ("greenlet", "greenlet (Python, the reference's shape)"),
 ]
 PY_AT_GREENLET_NS = (1, 2)  # Python yield held to greenlet here, to the C library at the other Ns
@@ -76,8 +74,7 @@ def write(R, w, h):
     w("")
     pairs = [("timed kb_join / kb_spawn", "kbthreads_join", "kbthreads"),
              ("Python / C (kb_spawn)", "kbthreads_py", "kbthreads"),
-             ("Python / greenlet", "kbthreads_py", "greenlet"),
-             ("Python ctypes / Python accelerated", "kbthreads_py_ctypes", "kbthreads_py")]
+             ("Python / greenlet", "kbthreads_py", "greenlet")]
     rows = []
     for bench in BENCHES:
         for label, a, b in pairs:

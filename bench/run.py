@@ -518,8 +518,8 @@ class Runner:
             self.notes.append("Python binding figures skipped: %s not found (build with bench/CMakeLists.txt)"
                               % self.prog("kb_python_paths.txt"))
         if self.py_paths and not self.py_paths.get("accel"):
-            self.notes.append("the Python binding's C accelerator was not built (python3-dev missing): its "
-                              "figures are the ctypes path's only")
+            self.notes.append("the Python binding's compiled part was not built (python3-dev missing): "
+                              "no Python figures")
         self.greenlet_ok = False
         if not os.access(GREENLET_PYTHON, os.X_OK):
             self.notes.append("greenlet peer skipped: %s not found" % GREENLET_PYTHON)
