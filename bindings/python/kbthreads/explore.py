@@ -445,6 +445,8 @@ def run_all(runner: Runner, out: str, plan: list[Planned], jobs: int, deadline: 
                 running[pool.submit(run_one, runner, out, plan[nxt])] = nxt
                 nxt += 1
             if not running:
+                if late and nxt < len(plan):
+                    committer.stopped = "time"
                 break
             wait = None if deadline is None or committer.stopped else max(0.0, deadline - time.monotonic())
             finished, _ = concurrent.futures.wait(running, timeout=wait,
@@ -461,7 +463,7 @@ def run_all(runner: Runner, out: str, plan: list[Planned], jobs: int, deadline: 
                 runner.cancel()
     # Forgotten runs leave no files behind, so DIR is the same for any --jobs.
     last = committer.committed[-1].number if committer.committed else 0
-    for p in plan[done_upto:]:
+    for p in plan[done_upto:nxt]:  # the runs started and not committed
         if p.number > last:
             for ext in (".schedule", ".out", ".err"):
                 try:
@@ -846,7 +848,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--until-stale", type=positive_int, metavar="M",
                    help="stop when M runs in a row added no new schedule (with --shard: applied by merge)")
     p.add_argument("--time-budget", type=positive_float, metavar="SECONDS",
-                   help="stop starting runs after this long and report what ran (shrinking still runs)")
+                   help="stop starting runs this long after the baseline and report what ran (shrinking still runs)")
     add_common_options(p, "recordings, outputs, the result file and the shrunk schedule go")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]", help="the program to explore")
     return p
@@ -995,7 +997,6 @@ def finish_failure(say: Callable[[str], None], runner: Runner, out: str, failing
 def explore(args: argparse.Namespace, say: Callable[[str], None], complain: Callable[[str], None]) -> int:
     out = os.path.abspath(args.out)
     jobs = args.jobs or default_jobs()
-    deadline = time.monotonic() + args.time_budget if args.time_budget else None
     runner = Runner(args.command, args.timeout, None)
     base = os.path.join(out, "baseline")
     try:
@@ -1031,6 +1032,7 @@ def explore(args: argparse.Namespace, say: Callable[[str], None], complain: Call
         plan = shard_of(plan, args.strategy, *args.shard)
     # A shard cannot know when the whole exploration goes stale: merge does.
     committer = Committer(coverage, None if args.shard else args.until_stale)
+    deadline = time.monotonic() + args.time_budget if args.time_budget else None
     stopped = run_all(runner, out, plan, jobs, deadline, committer)
     explored = Explored(committer.committed, coverage, stopped)
     failing = explored.failure
