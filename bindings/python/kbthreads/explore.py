@@ -605,9 +605,19 @@ def shrink(runner: Runner, out: str, original: list[Section], failure: Outcome, 
     every = differing_rounds(original)
     reproduced = s.fails(every)
     best = every
-    if reproduced:
-        if len(every) > BISECT_FROM:
-            best = bisect_ends(every, s.fails)
+    if reproduced and len(every) > BISECT_FROM:
+        best = bisect_ends(every, s.fails)
+        if len(best) > 2:
+            # The ends are needed (a shorter prefix or suffix passed): thin
+            # out what lies between them, nothing of it first.
+            first, last = best[0], best[-1]
+
+            def with_ends(candidates: Iterable[list]) -> int | None:
+                return s.first_failing([first] + c + [last] for c in candidates)
+
+            inner = [] if s.fails([first, last]) else ddmin(best[1:-1], with_ends, lambda: s.exhausted)
+            best = [first] + inner + [last]
+    elif reproduced:
         best = ddmin(best, s.first_failing, lambda: s.exhausted)
     prefix = s.prefix_of(best)
     path = os.path.join(out, "shrunk.schedule")
