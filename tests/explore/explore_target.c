@@ -117,7 +117,8 @@ static int run_long(const char *rounds)
     kb_spawn_error *err = NULL;
     int rc = kb_spawn(ctx, long_main, NULL, 64, NULL, &err);
     if (rc != 0)
-        fprintf(stderr, "explore_target: spawn failed: %s %s\n", kb_strerror(rc), kb_spawn_error_message(err));
+        fprintf(stderr, "explore_target: spawn failed: %s %s\n", kb_strerror(rc),
+                kb_spawn_error_message(err));
     kb_spawn_error_free(err);
     kb_ctx_destroy(ctx);
     printf("64 ranks, %lld rounds: %s\n", long_rounds, rc == 0 ? "ok" : kb_strerror(rc));
@@ -129,7 +130,8 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "long") == 0)
         return run_long(argv[2]);
     if (argc < 2 || argc > 3 || (argc == 3 && (yields = atoi(argv[2])) < 0) || yields > 7) {
-        fprintf(stderr, "usage: explore_target bug|ok|late|sleep|hang|crash|spawn3|output|fail [YIELDS 0-7] | long ROUNDS\n");
+        fprintf(stderr, "usage: explore_target bug|ok|late|sleep|hang|crash|spawn3|output|fail [YIELDS 0-7] "
+                        "| long ROUNDS\n");
         return 64;
     }
     mode = argv[1];

@@ -647,7 +647,7 @@ import gdb
 
 KB_SPAWN, KB_ROUND, KB_RANK, KB_TURN = %(spawn)d, %(round)d, %(rank)d, %(turn)d
 KB_SCRIPTS = %(scripts)r
-kb_spawns = [0]
+kb_spawns, kb_turns = [0], [0]
 
 
 def kb_embedded_script(path):
@@ -704,24 +704,27 @@ class KbSpawnCount(gdb.Breakpoint):
 
     def stop(self):
         kb_spawns[0] += 1
+        kb_turns[0] = 0
         return False
 
 
 class KbFirstTurnOffOrder(gdb.Breakpoint):
-    """The start of the turn: rank KB_RANK, round KB_ROUND, spawn KB_SPAWN."""
+    """The start of turn KB_TURN of spawn KB_SPAWN: rank KB_RANK's turn in
+    round KB_ROUND. kb_turn_begin runs once at the start of every turn, so
+    counting its hits finds the turn without debug info; with debug info
+    the rank and round are checked as well."""
 
     def stop(self):
         if kb_spawns[0] != KB_SPAWN:
             return False
+        kb_turns[0] += 1
         try:
-            rank = int(gdb.parse_and_eval("rk->index"))
-            rounds = int(gdb.parse_and_eval("rk->run->rounds"))
-        except gdb.error as e:
-            print("kbthreads-explore: cannot read the turn (%%s): a library without debug info?" %% e)
-            self.enabled = False
-            return True
-        if (rank, rounds) != (KB_RANK, KB_ROUND):
-            return False
+            here = (int(gdb.parse_and_eval("rk->index")), int(gdb.parse_and_eval("rk->run->rounds")))
+            if here != (KB_RANK, KB_ROUND):
+                return False
+        except gdb.error:
+            if kb_turns[0] != KB_TURN:
+                return False
         kb_load_commands()
         print("kbthreads-explore: stopped at the start of turn %%d (spawn %%d, round %%d: rank %%d), the first "
               "that differs from round-robin; `kb ranks` lists the ranks" %% (KB_TURN, KB_SPAWN, KB_ROUND, KB_RANK))
@@ -736,10 +739,19 @@ KbFirstTurnOffOrder("kb_turn_begin")
 
 def gdb_script_paths() -> list[str]:
     """Where kbthreads_gdb.py may be, seen from this file: the installed
-    layout (bin/ next to share/kbthreads/) and the source tree."""
+    layout (bin/ next to share/kbthreads/), the source tree, and the source
+    tree of the build tree this copy is in."""
     here = os.path.dirname(os.path.realpath(__file__))
-    return [os.path.normpath(os.path.join(here, *p)) for p in
-            (("..", "share", "kbthreads", "kbthreads_gdb.py"), ("..", "..", "..", "gdb", "kbthreads_gdb.py"))]
+    paths = [os.path.normpath(os.path.join(here, *p)) for p in
+             (("..", "share", "kbthreads", "kbthreads_gdb.py"), ("..", "..", "..", "gdb", "kbthreads_gdb.py"))]
+    try:
+        with open(os.path.join(here, "CMakeCache.txt"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("CMAKE_HOME_DIRECTORY:INTERNAL="):
+                    paths.append(os.path.join(line.split("=", 1)[1].strip(), "gdb", "kbthreads_gdb.py"))
+    except OSError:
+        pass
+    return paths
 
 
 def write_gdb_script(path: str, shrunk: str, recorded: list[Section]) -> bool:
