@@ -355,7 +355,7 @@ def test_the_report_counts_orders_tried_per_round_and_runs_without_anything_new(
     assert "coverage: the last 0 runs in a row found no new schedule" in r.stdout
     coverage = json.loads((tmp_path / "result.json").read_text())["coverage"]
     assert coverage["distinct_schedules"] == 24
-    assert coverage["rounds"][0] == {"spawn": 1, "round": 1, "tried": 24, "exist": 24}
+    assert coverage["rounds"][0] == {"spawn": 1, "round": 1, "tried": 24, "exist": 24, "capped": False}
 
 
 def test_until_stale_stops_after_m_runs_in_a_row_without_a_new_schedule(tmp_path):

@@ -87,3 +87,26 @@ def test_shrinking_a_10_5_round_64_rank_schedule_stays_within_the_replay_bound(t
     assert result.reproduced
     assert runner.replays == result.replays <= explore.SHRINK_BUDGET
     assert explore.differing_rounds(result.recorded) == [(0, r - 1) for r in FakeRunner.NEEDED]
+
+
+def test_coverage_of_many_runs_is_capped_and_merges_like_one_run():
+    # 3000 runs of 3 rounds of 8 ranks (8! = 40320 orders a round): each
+    # round index keeps ORDERS_CAP orders at most. Four shards' coverage,
+    # merged up to run 2500, counts what one run's coverage counted then.
+    explore = load_explore()
+    rng = random.Random(3)
+    ranks = list(range(8))
+    runs = [(n, [[rng.sample(ranks, 8), sorted(ranks), rng.sample(ranks, 8) if n % 7 else sorted(ranks)]])
+            for n in range(1, 3001)]
+    one = explore.Coverage()
+    for n, orders in runs[:2500]:
+        one.add(n, str(n), orders)
+    shards = [explore.Coverage() for _ in range(4)]
+    for n, orders in runs:
+        shards[n % 4].add(n, str(n), orders)
+    merged = explore.Coverage()
+    for shard in shards:
+        merged.take_orders(explore.json.loads(explore.json.dumps(shard.to_json()))["orders"], 2500)
+    assert one.rounds() == merged.rounds()
+    assert [r["tried"] for r in one.rounds()] == [explore.ORDERS_CAP, 1, explore.ORDERS_CAP]
+    assert [r["capped"] for r in one.rounds()] == [True, False, True]

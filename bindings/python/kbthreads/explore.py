@@ -54,8 +54,10 @@ SCHEDULE_ENV = ("KB_SCHED_SEED", "KB_SCHED_PCT", "KB_SCHED_EXHAUSTIVE", "KB_REPL
 SHRINK_BUDGET = 200
 BISECT_FROM = 64
 # Coverage keeps the orders of the first COVERAGE_ROUNDS rounds of each
-# spawn (a set per round index), so its memory stays bounded on long runs.
+# spawn, ORDERS_CAP at most per round index, so its memory and the result
+# file stay bounded on long programs and many runs.
 COVERAGE_ROUNDS = 1000
+ORDERS_CAP = 1000  # distinct orders counted per round index; "1000+" beyond
 RESULT_FORMAT = "kbthreads-explore-result 1"
 RESULT_FILE = "result.json"
 # The options a shard's result must share with the others to be merged.
@@ -322,36 +324,58 @@ def orders_of(sections: list[Section]) -> list[list[list[int]]]:
     return [s.rounds[:COVERAGE_ROUNDS] for s in sections]
 
 
+def order_key(order: list[int]) -> str:
+    return hashlib.blake2b(" ".join(map(str, order)).encode(), digest_size=8).hexdigest()
+
+
 class Coverage:
-    """Distinct schedules, distinct orders per round index, and how many
-    runs in a row (the last ones) added no new schedule."""
+    """Distinct schedules, distinct orders per round index (the first
+    COVERAGE_ROUNDS rounds of each spawn, at most ORDERS_CAP orders each),
+    and how many runs in a row (the last ones) added no new schedule.
+
+    Each order is kept with the number of the run that first took it (0:
+    the baseline), so that merge can count the orders of the runs up to any
+    run from the shards' counts alone: the first ORDERS_CAP orders of a
+    round in run order are the same whichever process saw them."""
 
     def __init__(self) -> None:
         self.schedules: set[str] = set()
-        self.orders: dict[tuple[int, int], set[tuple[int, ...]]] = {}
-        self.width: dict[tuple[int, int], int] = {}
+        self.first: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}  # key -> (run, ranks)
         self.stale = 0
 
-    def add(self, digest: str, orders: list[list[list[int]]], is_run: bool = True) -> None:
+    def add(self, number: int, digest: str, orders: list[list[list[int]]] | None, is_run: bool = True) -> None:
         new = digest not in self.schedules
         self.schedules.add(digest)
-        for si, spawn in enumerate(orders):
-            for ri, order in enumerate(spawn):
-                self.orders.setdefault((si, ri), set()).add(tuple(order))
-                self.width[(si, ri)] = max(self.width.get((si, ri), 0), len(order))
         if is_run:
             self.stale = 0 if new else self.stale + 1
+        for si, spawn in enumerate(orders or ()):
+            for ri, order in enumerate(spawn[:COVERAGE_ROUNDS]):
+                seen = self.first.setdefault((si, ri), {})
+                if len(seen) < ORDERS_CAP:
+                    seen.setdefault(order_key(order), (number, len(order)))
+
+    def take_orders(self, saved: list[dict], upto: int) -> None:
+        """A shard's saved orders that runs up to `upto` took first."""
+        for entry in saved:
+            seen = self.first.setdefault((entry["spawn"] - 1, entry["round"] - 1), {})
+            for key, (number, ranks) in sorted(entry["first"].items(), key=lambda kv: kv[1][0]):
+                if number <= upto and (key in seen or len(seen) < ORDERS_CAP):
+                    seen[key] = min(seen.get(key, (number, ranks)), (number, ranks))
 
     def rounds(self) -> list[dict]:
-        return [
-            {"spawn": si + 1, "round": ri + 1, "tried": len(self.orders[(si, ri)]),
-             "exist": math.factorial(self.width[(si, ri)])}
-            for si, ri in sorted(self.orders)
-        ]
+        rows = []
+        for (si, ri), seen in sorted(self.first.items()):
+            if seen:
+                exist = math.factorial(max(ranks for _, ranks in seen.values()))
+                rows.append({"spawn": si + 1, "round": ri + 1, "tried": len(seen), "exist": exist,
+                             "capped": len(seen) >= ORDERS_CAP and exist > ORDERS_CAP})
+        return rows
 
     def to_json(self) -> dict:
         return {"distinct_schedules": len(self.schedules), "runs_in_a_row_with_nothing_new": self.stale,
-                "rounds": self.rounds()}
+                "rounds": self.rounds(),
+                "orders": [{"spawn": si + 1, "round": ri + 1, "first": {k: list(v) for k, v in seen.items()}}
+                           for (si, ri), seen in sorted(self.first.items())]}
 
 
 def exist_text(n: int) -> str:
@@ -362,7 +386,8 @@ def coverage_lines(cov: Coverage, shown: int = 24) -> list[str]:
     rows = cov.rounds()
     several = len({r["spawn"] for r in rows}) > 1
     items = [
-        (f"spawn {r['spawn']} " if several else "") + f"round {r['round']} {r['tried']}/{exist_text(r['exist'])}"
+        (f"spawn {r['spawn']} " if several else "")
+        + f"round {r['round']} {r['tried']}{'+' if r['capped'] else ''}/{exist_text(r['exist'])}"
         for r in rows
     ]
     lines = [f"coverage: orders tried per round (of those that exist): {', '.join(items[:shown])}"]
@@ -378,17 +403,17 @@ class RunResult:
     label: str
     outcome: Outcome
     digest: str
-    orders: list[list[list[int]]]
+    orders: list[list[list[int]]] | None  # for coverage, until the run is committed
     prefix: str  # where its recording and output are
 
     def to_json(self) -> dict:
         return {"run": self.number, "label": self.label, "outcome": self.outcome.to_json(),
-                "schedule": self.digest, "orders": self.orders, "output": self.prefix}
+                "schedule": self.digest, "output": self.prefix}
 
     @staticmethod
     def from_json(d: dict) -> "RunResult":
         return RunResult(int(d["run"]), str(d["label"]), Outcome.from_json(d["outcome"]), str(d["schedule"]),
-                         d["orders"], str(d["output"]))
+                         None, str(d["output"]))
 
 
 @dataclass
@@ -416,7 +441,8 @@ class Committer:
 
     def take(self, r: RunResult) -> None:
         self.committed.append(r)
-        self.coverage.add(r.digest, r.orders)
+        self.coverage.add(r.number, r.digest, r.orders)
+        r.orders = None
         if r.outcome.failed:
             self.stopped = "failure"
         elif self.until_stale and self.coverage.stale >= self.until_stale:
@@ -1049,7 +1075,7 @@ def explore(args: argparse.Namespace, say: Callable[[str], None], complain: Call
     opts = Options(args.command, args.strategy, args.runs, args.depth, args.timeout, args.compare_output,
                    args.until_stale, args.time_budget)
     coverage = Coverage()
-    coverage.add(schedule_digest(baseline), orders_of(baseline), is_run=False)
+    coverage.add(0, schedule_digest(baseline), orders_of(baseline), is_run=False)
     if args.shard:
         plan = shard_of(plan, args.strategy, *args.shard)
     # A shard cannot know when the whole exploration goes stale: merge does.
@@ -1063,8 +1089,7 @@ def explore(args: argparse.Namespace, say: Callable[[str], None], complain: Call
         "options": opts.to_json(),
         "cwd": os.getcwd(),
         "shard": list(args.shard) if args.shard else None,
-        "baseline": {"schedule": schedule_digest(baseline), "orders": orders_of(baseline),
-                     "line": baseline_line(baseline)},
+        "baseline": {"schedule": schedule_digest(baseline), "line": baseline_line(baseline)},
         "planned": [p.number for p in plan],
         "stopped": stopped,
         "runs": [r.to_json() for r in explored.committed],
@@ -1156,7 +1181,7 @@ def merge(args: argparse.Namespace, say: Callable[[str], None], complain: Callab
     first = results[0]
     say(first["baseline"]["line"])
     coverage = Coverage()
-    coverage.add(first["baseline"]["schedule"], first["baseline"]["orders"], is_run=False)
+    coverage.add(0, first["baseline"]["schedule"], None, is_run=False)
     by_number: dict[int, RunResult] = {}
     stopped_by: dict[int, str] = {}
     for r in results:
@@ -1175,6 +1200,9 @@ def merge(args: argparse.Namespace, say: Callable[[str], None], complain: Callab
         if committer.stopped:
             stopped = committer.stopped
             break
+    upto = committer.committed[-1].number if committer.committed else 0
+    for r in results:
+        coverage.take_orders(r["coverage"]["orders"], upto)
     explored = Explored(committer.committed, coverage, stopped)
     report(say, opts, explored)
     failing = explored.failure
