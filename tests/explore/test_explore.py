@@ -422,3 +422,12 @@ def test_gdb_opens_the_python_replay_with_py_bt_at_the_first_turn_out_of_rank_or
     assert "stopped at the start of turn 14 (spawn 1, round 4: rank 3)" in r.stdout, r.stdout + r.stderr
     assert re.search(r"^ \*     3 +\d+ +\d+ +kb-rank-3 +running$", r.stdout, re.M), r.stdout
     assert re.search(r'File ".*explore_target.py", line \d+, in rank_main', r.stdout), r.stdout
+
+
+def test_a_script_given_as_the_command_gets_a_note_for_gdb(tmp_path):
+    script = tmp_path / "run-target"
+    script.write_text(f"#!/bin/sh\nexec {shlex.quote(TARGET)} bug\n")
+    script.chmod(0o755)
+    r = explore("--runs", "20", "--out", str(tmp_path / "o"), "--", str(script))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "gdb runs programs, not scripts" in r.stdout

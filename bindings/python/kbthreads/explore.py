@@ -799,6 +799,15 @@ def write_gdb_script(path: str, shrunk: str, recorded: list[Section]) -> bool:
     return True
 
 
+def is_script(path: str) -> bool:
+    """A file that starts with #! (a pyenv shim, a Python file): gdb cannot run it."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return False
+
+
 def gdb_command(script: str, command: list[str]) -> list[str]:
     """gdb on the command, which must name a program, not a script: a
     command found on PATH is given by its full path."""
@@ -1036,6 +1045,9 @@ def finish_failure(say: Callable[[str], None], runner: Runner, out: str, failing
     if write_gdb_script(script, result.path, result.recorded):
         gdb = gdb_command(script, command)
         say(f"debug: {shlex.join(gdb)}")
+        if is_script(gdb[gdb.index("--args") + 1]):
+            say(f"  (gdb runs programs, not scripts: give {command[0]}'s interpreter by its path, "
+                "e.g. -- /usr/bin/python3 prog.py)")
         if open_gdb:
             sys.stdout.flush()
             subprocess.run(gdb, cwd=runner.cwd)
