@@ -31,10 +31,8 @@ import re
 import shlex
 import shutil
 import signal
-import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
