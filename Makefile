@@ -60,6 +60,9 @@ deps:
 
 # gdb's py-bt, which the Python binding's gdb test needs (it skips without it).
 DEB_PACKAGES += python3-dbg
+# The explorer's Slurm test (tests/explore/test_explore_slurm.py) brings up a
+# single-node cluster: slurmctld, slurmd, sbatch and munged.
+DEB_PACKAGES += slurm-wlm munge
 
 $(BUILD)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD) -DKB_VALGRIND_TESTS=ON -DKB_BUILD_TESTS=ON -DKB_BUILD_EXAMPLES=ON $(CMAKE_FLAGS)

@@ -10,6 +10,7 @@ KBTHREADS_LIBRARY (the library the Python target loads), KB_BINDING_DIR
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -233,7 +234,200 @@ def test_exhaustive_with_too_few_runs_for_one_round_is_exit_2(tmp_path):
 def test_help_documents_every_option():
     r = explore("--help")
     assert r.returncode == 0
-    for option in ("--runs", "--strategy", "--depth", "--timeout", "--compare-output", "--out", "COMMAND"):
+    for option in ("--runs", "--strategy", "--depth", "--timeout", "--compare-output", "--out", "COMMAND", "--jobs",
+                   "--shard", "--until-stale", "--time-budget", "--gdb", "merge"):
         assert option in r.stdout
-    for word in ("pct", "seeded", "exhaustive", "exit status", "shrunk.schedule"):
+    for word in ("pct", "seeded", "exhaustive", "exit status", "shrunk.schedule", "result.json", "replay.gdb"):
         assert word in r.stdout
+
+
+# ---- --jobs: the outcome does not depend on it ----------------------------------------------
+def normalized(stdout: str, *dirs) -> str:
+    for d in dirs:
+        stdout = stdout.replace(str(d), "DIR")
+    return stdout
+
+
+@pytest.mark.parametrize("command", [
+    pytest.param([TARGET, "late"], id="c-late"),
+    pytest.param([TARGET, "crash"], id="c-crash"),
+    pytest.param([PYTHON, PY_TARGET, "late"], id="python-late"),
+    pytest.param([PYTHON, PY_TARGET, "bug"], id="python-bug"),
+])
+def test_jobs_2_reports_the_same_failure_and_shrunk_schedule_as_jobs_1(tmp_path, command):
+    one = explore("--strategy", "seeded", "--runs", "40", "--jobs", "1", "--out", str(tmp_path / "1"), "--", *command)
+    two = explore("--strategy", "seeded", "--runs", "40", "--jobs", "2", "--out", str(tmp_path / "2"), "--", *command)
+    assert one.returncode == two.returncode == 1, one.stdout + one.stderr + two.stdout + two.stderr
+    assert normalized(one.stdout, tmp_path / "1") == normalized(two.stdout, tmp_path / "2")
+    assert (tmp_path / "1" / "shrunk.schedule").read_text() == (tmp_path / "2" / "shrunk.schedule").read_text()
+
+
+def test_runs_above_the_reported_failure_leave_no_files(tmp_path):
+    # seeded: run 23 is the first to fail; with 4 jobs, runs up to 26 may
+    # have started, and are killed and removed.
+    r = explore("--strategy", "seeded", "--runs", "40", "--jobs", "4", "--out", str(tmp_path), "--", TARGET, "late")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "run 23 (seeded seed 23) failed" in r.stdout
+    assert sorted(os.listdir(tmp_path / "runs"))[-1] == "0023.schedule"
+
+
+# ---- --shard K/N and merge -------------------------------------------------------------------
+def explore_sharded(tmp_path, *options: str, shards: int = 4) -> list[str]:
+    dirs = []
+    for k in range(1, shards + 1):
+        d = str(tmp_path / f"shard-{k}")
+        r = explore(*options, "--shard", f"{k}/{shards}", "--out", d, "--", TARGET, "late")
+        assert r.returncode in (0, 1), r.stdout + r.stderr
+        assert f"shard {k}/{shards}: tried" in r.stdout
+        dirs.append(d)
+    return dirs
+
+
+@pytest.mark.parametrize("options", [
+    pytest.param(("--strategy", "pct", "--runs", "30"), id="pct-failing"),
+    pytest.param(("--strategy", "exhaustive", "--runs", "30"), id="exhaustive-failing"),
+    pytest.param(("--strategy", "pct", "--runs", "12"), id="pct-passing"),
+    pytest.param(("--strategy", "seeded", "--runs", "60", "--until-stale", "4"), id="seeded-until-stale"),
+])
+def test_four_shards_merged_give_the_report_of_one_run(tmp_path, options):
+    dirs = explore_sharded(tmp_path, *options)
+    merged = explore("merge", "--out", str(tmp_path / "merged"), *dirs)
+    one = explore(*options, "--out", str(tmp_path / "one"), "--", TARGET, "late")
+    assert merged.returncode == one.returncode, merged.stdout + merged.stderr
+    assert normalized(merged.stdout, tmp_path / "merged", *dirs) == normalized(one.stdout, tmp_path / "one")
+    if one.returncode == 1:
+        assert (tmp_path / "merged" / "shrunk.schedule").read_text() == (tmp_path / "one" / "shrunk.schedule").read_text()
+        assert run_replay(merged.stdout).returncode == 1
+
+
+def test_a_shard_takes_every_nth_run_and_writes_its_result_file(tmp_path):
+    r = explore("--strategy", "seeded", "--runs", "10", "--shard", "2/4", "--out", str(tmp_path), "--", TARGET, "ok")
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["format"] == "kbthreads-explore-result 1"
+    assert result["shard"] == [2, 4]
+    assert [run["run"] for run in result["runs"]] == [2, 6, 10]
+    assert [run["outcome"]["kind"] for run in result["runs"]] == ["ok"] * 3
+    assert result["coverage"]["distinct_schedules"] == 4
+    assert result["failure"] is None
+    assert not (tmp_path / "shrunk.schedule").exists()
+
+
+def test_a_failing_shard_stores_the_failing_recording_and_does_not_shrink(tmp_path):
+    r = explore("--strategy", "seeded", "--runs", "40", "--shard", "3/4", "--out", str(tmp_path), "--", TARGET, "late")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "failure at run 23 (exit status 1), not shrunk" in r.stdout
+    failure = json.loads((tmp_path / "result.json").read_text())["failure"]
+    assert failure["run"] == 23
+    assert failure["recording"] == (tmp_path / "runs" / "0023.schedule").read_text()
+    assert not (tmp_path / "shrink").exists() or not os.listdir(tmp_path / "shrink")
+
+
+def test_bad_shards_are_exit_2(tmp_path):
+    assert "--shard: 0/4: shard K must be 1 to 4" in usage_error("--shard", "0/4", "--", TARGET, "ok")
+    assert "--shard: 5/4: shard K must be 1 to 4" in usage_error("--shard", "5/4", "--", TARGET, "ok")
+    assert "not K/N" in usage_error("--shard", "2", "--", TARGET, "ok")
+    assert "--gdb with --shard" in usage_error("--gdb", "--shard", "1/2", "--", TARGET, "ok")
+
+
+def test_merging_shards_that_do_not_belong_together_is_exit_2(tmp_path):
+    dirs = explore_sharded(tmp_path / "a", "--strategy", "pct", "--runs", "8")
+    other = explore_sharded(tmp_path / "b", "--strategy", "pct", "--runs", "9")
+    assert "explored with other options than" in usage_error("merge", *dirs[:3], other[3])
+    assert "--runs 9, not --runs 8" in usage_error("merge", *dirs[:3], other[3])
+    assert "shard 4/4 missing: merge needs all 4" in usage_error("merge", *dirs[:3])
+    assert "shard 2/4 given twice" in usage_error("merge", dirs[0], dirs[1], dirs[1], dirs[3])
+    halves = explore_sharded(tmp_path / "c", "--strategy", "pct", "--runs", "8", shards=2)
+    assert "shards of different --shard N" in usage_error("merge", *dirs[:2], halves[0])
+    assert "no result.json" in usage_error("merge", str(tmp_path))
+    unsharded = tmp_path / "whole"
+    explore("--runs", "2", "--out", str(unsharded), "--", TARGET, "ok")
+    assert "not a shard's result" in usage_error("merge", str(unsharded))
+    assert "no SHARD_DIR given" in usage_error("merge")
+
+
+# ---- coverage, --until-stale, --time-budget ------------------------------------------------
+def test_the_report_counts_orders_tried_per_round_and_runs_without_anything_new(tmp_path):
+    r = explore("--strategy", "exhaustive", "--runs", "30", "--out", str(tmp_path), "--", TARGET, "ok")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "coverage: orders tried per round (of those that exist): round 1 24/24, round 2 1/24, " \
+        "round 3 1/24, round 4 1/24" in r.stdout
+    assert "coverage: the last 0 runs in a row found no new schedule" in r.stdout
+    coverage = json.loads((tmp_path / "result.json").read_text())["coverage"]
+    assert coverage["distinct_schedules"] == 24
+    assert coverage["rounds"][0] == {"spawn": 1, "round": 1, "tried": 24, "exist": 24, "capped": False}
+
+
+def test_until_stale_stops_after_m_runs_in_a_row_without_a_new_schedule(tmp_path):
+    # One round of 4 ranks (no yields): 24 schedules, so seeded runs soon
+    # repeat themselves.
+    r = explore("--strategy", "seeded", "--runs", "1000", "--until-stale", "10", "--out", str(tmp_path), "--",
+                TARGET, "ok", "0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "stopped: 10 runs in a row found no new schedule (--until-stale)" in r.stdout
+    assert "coverage: the last 10 runs in a row found no new schedule" in r.stdout
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["stopped"] == "stale" and len(result["runs"]) < 1000
+
+
+def test_time_budget_stops_cleanly_with_a_report(tmp_path):
+    r = explore("--runs", "100000", "--time-budget", "1", "--out", str(tmp_path), "--", TARGET, "ok")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "stopped at the time budget (1 s)" in r.stdout
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["stopped"] == "time"
+    assert [run["run"] for run in result["runs"]] == list(range(1, len(result["runs"]) + 1))
+
+
+def test_bad_new_option_values_are_exit_2():
+    assert "--jobs: must be at least 1, not 0" in usage_error("--jobs", "0", "--", TARGET, "ok")
+    assert "--until-stale: must be at least 1, not 0" in usage_error("--until-stale", "0", "--", TARGET, "ok")
+    assert "--time-budget: must be more than 0" in usage_error("--time-budget", "-1", "--", TARGET, "ok")
+
+
+# ---- gdb --------------------------------------------------------------------------------------
+def debug_command(stdout: str) -> list[str]:
+    m = re.search(r": debug: (gdb .*)$", stdout, re.M)
+    assert m, stdout
+    return shlex.split(m.group(1))
+
+
+def gdb_batch(stdout: str, *commands: str) -> str:
+    argv = debug_command(stdout)
+    at = argv.index("--args")  # after -x replay.gdb, which runs to the stop
+    argv = argv[:at] + ["-batch"] + [x for c in commands for x in ("-ex", c)] + argv[at:]
+    return subprocess.run(argv, capture_output=True, text=True, env=env_with_binding(), timeout=300).stdout
+
+
+def test_the_debug_command_stops_the_c_replay_at_its_first_turn_out_of_rank_order(tmp_path):
+    r = explore("--runs", "20", "--out", str(tmp_path), "--", TARGET, "bug")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "  round 4: 0 3 1 2 (round-robin: 0 1 2 3)" in r.stdout
+    out = gdb_batch(r.stdout, "kb ranks", "bt")
+    assert "stopped at the start of turn 14 (spawn 1, round 4: rank 3), the first that differs" in out, out
+    assert re.search(r'Thread \d+ "kb-rank-3" hit Breakpoint \d+, .*kb_turn_begin', out), out
+    assert re.search(r"^ \*     3 +\d+ +\d+ +kb-rank-3 +running$", out, re.M), out
+    assert re.search(r"^       0 .* finished$", out, re.M), out
+    assert re.search(r"^#\d+ .* in rank_main ", out, re.M), out
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py"),
+                    reason="python3-dbg (py-bt) not installed")
+def test_gdb_opens_the_python_replay_with_py_bt_at_the_first_turn_out_of_rank_order(tmp_path):
+    # --gdb runs gdb on the terminal: here its commands come from stdin.
+    r = subprocess.run([EXPLORE, "--gdb", "--runs", "20", "--out", str(tmp_path), "--", "/usr/bin/python3", PY_TARGET,
+                        "bug"], input="kb ranks\npy-bt\n", capture_output=True, text=True, env=env_with_binding(),
+                       timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "stopped at the start of turn 14 (spawn 1, round 4: rank 3)" in r.stdout, r.stdout + r.stderr
+    assert re.search(r"^ \*     3 +\d+ +\d+ +kb-rank-3 +running$", r.stdout, re.M), r.stdout
+    assert re.search(r'File ".*explore_target.py", line \d+, in rank_main', r.stdout), r.stdout
+
+
+def test_a_script_given_as_the_command_gets_a_note_for_gdb(tmp_path):
+    script = tmp_path / "run-target"
+    script.write_text(f"#!/bin/sh\nexec {shlex.quote(TARGET)} bug\n")
+    script.chmod(0o755)
+    r = explore("--runs", "20", "--out", str(tmp_path / "o"), "--", str(script))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "gdb runs programs, not scripts" in r.stdout
