@@ -381,11 +381,11 @@ typedef struct kb_spawn_opts {
     int crash_report;
     /** 0 (default): threads run wherever the OS puts them, and how a
      *  waiting rank waits for its turn follows the rank count and the CPUs
-     *  the driver may use (spin with fewer ranks than CPUs; look, yielding
-     *  the CPU, up to four ranks per CPU; beyond that sleep and wake the
-     *  rank after the next one ahead of time: docs/design.md, "the wait
-     *  policy"). The environment's KB_WAIT_POLICY=spin, look, nudge or
-     *  sleep (or auto) overrides that choice; it never changes the order.
+     *  the driver may use (up to four ranks per CPU it looks at its slot,
+     *  yielding the CPU between looks; beyond that it sleeps and is woken
+     *  ahead of its turn: docs/design.md, "the wait policy"). The
+     *  environment's KB_WAIT_POLICY=spin, look, nudge or sleep (or auto)
+     *  overrides that choice; it never changes the order.
      *  KB_AFFINITY_ONE_CPU: pin every rank thread and the driver to the CPU
      *  the driver is on when the spawn starts (only one runs at a time, so
      *  nothing is lost, and a handoff stays on one CPU's caches); the
