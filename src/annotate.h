@@ -4,8 +4,8 @@
  * The baton and the ctx ownership word are carried by Concurrency Kit
  * atomics (ck_pr), which are inline assembly on x86-64: neither
  * ThreadSanitizer nor Helgrind/DRD can see that they order memory. Every
- * release point (a post of the baton, leaving a ctx) calls kb_hb_release on
- * the word, and every matching acquire point calls kb_hb_acquire after it
+ * release point (a post of the baton, leaving a ctx) calls kb__hb_release on
+ * the word, and every matching acquire point calls kb__hb_acquire after it
  * observed the change, so the tools see exactly the edges the protocol
  * creates: ranks may share plain data without locks, and a real race (a
  * thread touching rank data outside the baton) is still reported.
@@ -33,7 +33,7 @@ void __tsan_release(void *addr);
 #include <valgrind/helgrind.h>
 #endif
 
-static inline void kb_hb_release(void *addr)
+static inline void kb__hb_release(void *addr)
 {
 #ifdef KB_TSAN
     __tsan_release(addr);
@@ -47,11 +47,11 @@ static inline void kb_hb_release(void *addr)
 /* addr..addr+size is a synchronisation word (a slot's word, the ctx owner
  * word, the watchdog's turn stamps and the holder it reads without the
  * baton): its accesses are ck_pr atomics and concurrent by design, and the
- * order they create reaches the tools through kb_hb_release/acquire.
+ * order they create reaches the tools through kb__hb_release/acquire.
  * Helgrind and DRD cannot see that ck_pr accesses are atomic (inline
  * assembly), so they must not check the word itself. Freeing the memory
  * ends the exemption. TSan does not instrument ck_pr, so needs nothing. */
-static inline void kb_hb_sync_word(void *addr, unsigned long size)
+static inline void kb__hb_sync_word(void *addr, unsigned long size)
 {
 #ifdef KB_HAVE_VALGRIND_H
     ANNOTATE_BENIGN_RACE_SIZED(addr, size, "libkbthreads synchronisation word (ck_pr atomics)");
@@ -60,7 +60,7 @@ static inline void kb_hb_sync_word(void *addr, unsigned long size)
     (void)size;
 }
 
-static inline void kb_hb_acquire(void *addr)
+static inline void kb__hb_acquire(void *addr)
 {
 #ifdef KB_TSAN
     __tsan_acquire(addr);

@@ -11,7 +11,7 @@
  * Every slot has a 32-bit word read and written with ck_pr atomics: bits
  * 0-29 count posts, bit 31 says "the owner sleeps", bit 30 "nudged"
  * (below); `seen` is the count the owner consumed last. The looks before
- * sleeping (kb_slot_wait_budget's spin and yielding looks, the watch
+ * sleeping (kb__slot_wait_budget's spin and yielding looks, the watch
  * after a nudge) read the word without any lock in both implementations
  * (baton_common.c); how an owner sleeps and how a post wakes it is the
  * implementation's, chosen once at build time (CMake KB_BATON, reported by
@@ -30,7 +30,7 @@
  * Both give the same guarantees (docs/design.md, "Threads and the baton"):
  * a post before the wait is not lost; spurious wake-ups are absorbed by the
  * loop on the word; a post wakes exactly the owner, and only if it sleeps;
- * the owner may free its slot (kb_slot_destroy, then free) as soon as a
+ * the owner may free its slot (kb__slot_destroy, then free) as soon as a
  * wait has returned 0, whatever the poster is still doing.
  *
  * A nudge (KB_AFFINITY_SPREAD) tells the owner that the baton is on its
@@ -84,17 +84,17 @@ struct kb_slot {
 /* 0, or -1 if the implementation's resources could not be had (condvar:
  * pthread_mutex_init / pthread_cond_init failed; nothing is left to
  * destroy then). */
-int kb_slot_init(struct kb_slot *s);
-/* Release what kb_slot_init took; the owner, once no wait is in progress
+int kb__slot_init(struct kb_slot *s);
+/* Release what kb__slot_init took; the owner, once no wait is in progress
  * and every nudger has returned (a poster may still be finishing its
  * post: the implementations make that safe). */
-void kb_slot_destroy(struct kb_slot *s);
+void kb__slot_destroy(struct kb_slot *s);
 /* Give the baton to the slot's owner. Caller holds the baton and must not
  * touch scheduler state after this call unless it gets the baton back. */
-void kb_slot_post(struct kb_slot *s);
+void kb__slot_post(struct kb_slot *s);
 /* Owner only: block until the slot is posted, then hold the baton. */
-void kb_slot_wait(struct kb_slot *s);
-/* How an owner waits before it sleeps (kb_slot_wait_budget): up to
+void kb__slot_wait(struct kb_slot *s);
+/* How an owner waits before it sleeps (kb__slot_wait_budget): up to
  * spin_ns of looks at the word with a CPU pause between them (pays only
  * when the baton comes back soon and the poster has a CPU of its own),
  * then up to look_ns of looks with sched_yield() between them (a yield
@@ -114,29 +114,27 @@ struct kb_wait_budget {
     unsigned watch; /* nanoseconds (KB_WATCH_NS bits), | KB_WATCH_YIELD */
 };
 /* Owner only: wait as b says, then hold the baton. */
-void kb_slot_wait_budget(struct kb_slot *s, const struct kb_wait_budget *b);
+void kb__slot_wait_budget(struct kb_slot *s, const struct kb_wait_budget *b);
 /* Tell the owner the baton is on its way, waking it if it sleeps, without
  * posting (see above). Any thread; the slot must stay allocated until the
  * call returns. */
-void kb_slot_nudge(struct kb_slot *s);
+void kb__slot_nudge(struct kb_slot *s);
 /* Owner only: the same, but give up at the absolute CLOCK_MONOTONIC time
  * deadline: 0 = posted (the caller holds the baton), -1 = timed out (it
  * does not; call again). */
-int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline);
-/* Owner only: up to max_ns of yielding looks, then kb_slot_wait_until. */
-int kb_slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline);
+int kb__slot_wait_until(struct kb_slot *s, const struct timespec *deadline);
+/* Owner only: up to max_ns of yielding looks, then kb__slot_wait_until. */
+int kb__slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline);
 
 /* Between the baton's files. The implementation's wait after the looks:
  * take a post or sleep until one (or the deadline, if not NULL: -1); after
  * a nudge, watch as watch says (kb_wait_budget; 0: sleep again at once). */
-int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch);
+int kb__slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch);
 /* Look at the word without a lock until a post arrives or watch's
  * nanoseconds pass, pausing between looks, or yielding with KB_WATCH_YIELD:
  * 1 if posted (baton_common.c). */
-int kb_slot_watch(const struct kb_slot *s, unsigned watch);
+int kb__slot_watch(const struct kb_slot *s, unsigned watch);
 /* 1 if the slot holds a post its owner has not taken (a look, no lock). */
-int kb_slot_posted(const struct kb_slot *s);
-/* 1 if the absolute CLOCK_MONOTONIC time deadline has come. */
-int kb_slot_deadline_passed(const struct timespec *deadline);
+int kb__slot_posted(const struct kb_slot *s);
 
 #endif

@@ -1,12 +1,12 @@
 /* The baton's looks before sleeping and the wait calls, shared by both
  * slot implementations (baton.h): everything here reads the word without a
- * lock and leaves taking the post to the implementation's kb_slot_block. */
+ * lock and leaves taking the post to the implementation's kb__slot_block. */
 #include <ck_pr.h>
 #include <sched.h>
 
 #include "baton.h"
 
-int kb_slot_posted(const struct kb_slot *s)
+int kb__slot_posted(const struct kb_slot *s)
 {
     return (ck_pr_load_32(&s->word) & KB_SLOT_COUNT) != s->seen;
 }
@@ -19,26 +19,18 @@ static int64_t ns_since(const struct timespec *t0)
     return (int64_t)(t.tv_sec - t0->tv_sec) * 1000000000 + (t.tv_nsec - t0->tv_nsec);
 }
 
-int kb_slot_deadline_passed(const struct timespec *deadline)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > deadline->tv_sec ||
-           (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec);
-}
-
 /* Look at the word for up to max_ns, yielding the CPU between looks,
  * until it is posted (then the caller takes the post without sleeping). */
 static int look_yielding(const struct kb_slot *s, unsigned max_ns)
 {
-    if (kb_slot_posted(s))
+    if (kb__slot_posted(s))
         return 1;
     if (max_ns) {
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         do {
             sched_yield();
-            if (kb_slot_posted(s))
+            if (kb__slot_posted(s))
                 return 1;
         } while (ns_since(&t0) < (int64_t)max_ns);
     }
@@ -50,7 +42,7 @@ static int look_yielding(const struct kb_slot *s, unsigned max_ns)
  * them is no measure of time). */
 static int look_pausing(const struct kb_slot *s, unsigned max_ns)
 {
-    if (kb_slot_posted(s))
+    if (kb__slot_posted(s))
         return 1; /* no clock read when the post is there */
     if (!max_ns)
         return 0;
@@ -58,7 +50,7 @@ static int look_pausing(const struct kb_slot *s, unsigned max_ns)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         for (int i = 0; i < 16; i++) {
-            if (kb_slot_posted(s))
+            if (kb__slot_posted(s))
                 return 1;
             ck_pr_stall();
         }
@@ -67,32 +59,32 @@ static int look_pausing(const struct kb_slot *s, unsigned max_ns)
     }
 }
 
-int kb_slot_watch(const struct kb_slot *s, unsigned watch)
+int kb__slot_watch(const struct kb_slot *s, unsigned watch)
 {
     return watch & KB_WATCH_YIELD ? look_yielding(s, watch & KB_WATCH_NS)
                                   : look_pausing(s, watch & KB_WATCH_NS);
 }
 
-int kb_slot_wait_until(struct kb_slot *s, const struct timespec *deadline)
+int kb__slot_wait_until(struct kb_slot *s, const struct timespec *deadline)
 {
-    return kb_slot_block(s, deadline, 0);
+    return kb__slot_block(s, deadline, 0);
 }
 
-void kb_slot_wait(struct kb_slot *s)
+void kb__slot_wait(struct kb_slot *s)
 {
-    kb_slot_block(s, NULL, 0);
+    kb__slot_block(s, NULL, 0);
 }
 
-void kb_slot_wait_budget(struct kb_slot *s, const struct kb_wait_budget *b)
+void kb__slot_wait_budget(struct kb_slot *s, const struct kb_wait_budget *b)
 {
-    /* Posted during a look: kb_slot_block takes it without sleeping. */
+    /* Posted during a look: kb__slot_block takes it without sleeping. */
     if (!look_pausing(s, b->spin_ns))
         look_yielding(s, b->look_ns);
-    kb_slot_block(s, NULL, b->watch);
+    kb__slot_block(s, NULL, b->watch);
 }
 
-int kb_slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline)
+int kb__slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline)
 {
     look_yielding(s, max_ns);
-    return kb_slot_block(s, deadline, 0);
+    return kb__slot_block(s, deadline, 0);
 }

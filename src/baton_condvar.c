@@ -32,7 +32,7 @@
  *
  * Happens-before reaches TSan, Helgrind and DRD through the mutex itself:
  * no annotations. The word's lock-free reads are atomic by design, so
- * Helgrind and DRD are told not to check it (kb_hb_sync_word).
+ * Helgrind and DRD are told not to check it (kb__hb_sync_word).
  *
  * The waits are not cancellation points (cancellation is off around
  * pthread_cond_wait), so no thread ever leaves the slot with its mutex
@@ -44,6 +44,7 @@
 
 #include "annotate.h"
 #include "baton.h"
+#include "clock.h"
 #include "kbthreads.h"
 
 const char *kb_baton_name(void)
@@ -51,7 +52,7 @@ const char *kb_baton_name(void)
     return "condvar";
 }
 
-int kb_slot_init(struct kb_slot *s)
+int kb__slot_init(struct kb_slot *s)
 {
     s->word = 0;
     s->seen = 0;
@@ -71,17 +72,17 @@ int kb_slot_init(struct kb_slot *s)
         pthread_mutex_destroy(&s->lock);
         return -1;
     }
-    kb_hb_sync_word(&s->word, sizeof s->word);
+    kb__hb_sync_word(&s->word, sizeof s->word);
     return 0;
 }
 
-void kb_slot_destroy(struct kb_slot *s)
+void kb__slot_destroy(struct kb_slot *s)
 {
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
 }
 
-void kb_slot_post(struct kb_slot *s)
+void kb__slot_post(struct kb_slot *s)
 {
     pthread_mutex_lock(&s->lock);
     /* When the count wraps, the carry lands in the flag bits: the owner
@@ -93,7 +94,7 @@ void kb_slot_post(struct kb_slot *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-void kb_slot_nudge(struct kb_slot *s)
+void kb__slot_nudge(struct kb_slot *s)
 {
     pthread_mutex_lock(&s->lock);
     uint32_t w = ck_pr_load_32(&s->word);
@@ -147,7 +148,7 @@ static void sleep_on(struct kb_slot *s, const struct timespec *deadline)
     pthread_setcancelstate(cancel_state, NULL);
 }
 
-int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch)
+int kb__slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch)
 {
     pthread_mutex_lock(&s->lock);
     for (;;) {
@@ -170,12 +171,12 @@ int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned w
             ck_pr_store_32(&s->word, w & ~KB_SLOT_NUDGED);
             if (watch) {
                 pthread_mutex_unlock(&s->lock);
-                kb_slot_watch(s, watch);
+                kb__slot_watch(s, watch);
                 pthread_mutex_lock(&s->lock);
             }
             continue;
         }
-        if (deadline && kb_slot_deadline_passed(deadline)) {
+        if (deadline && kb__time_passed(deadline)) {
             ck_pr_store_32(&s->word, w & ~KB_SLOT_SLEEPING);
             pthread_mutex_unlock(&s->lock);
             return -1;

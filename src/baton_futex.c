@@ -31,6 +31,7 @@
 
 #include "annotate.h"
 #include "baton.h"
+#include "clock.h"
 #include "kbthreads.h"
 
 const char *kb_baton_name(void)
@@ -38,22 +39,22 @@ const char *kb_baton_name(void)
     return "futex";
 }
 
-int kb_slot_init(struct kb_slot *s)
+int kb__slot_init(struct kb_slot *s)
 {
     s->word = 0;
     s->seen = 0;
-    kb_hb_sync_word(&s->word, sizeof s->word);
+    kb__hb_sync_word(&s->word, sizeof s->word);
     return 0;
 }
 
-void kb_slot_destroy(struct kb_slot *s)
+void kb__slot_destroy(struct kb_slot *s)
 {
     (void)s; /* a word holds nothing to release */
 }
 
-void kb_slot_post(struct kb_slot *s)
+void kb__slot_post(struct kb_slot *s)
 {
-    kb_hb_release(&s->word);
+    kb__hb_release(&s->word);
     /* The publication, and our last write to the slot. When the count
      * wraps, the carry lands in the flag bits: the owner then sees a new
      * count and clears them; a wake or a watch is merely spurious. */
@@ -62,7 +63,7 @@ void kb_slot_post(struct kb_slot *s)
         syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch)
+int kb__slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch)
 {
     for (;;) {
         uint32_t w = ck_pr_load_32(&s->word);
@@ -76,7 +77,7 @@ int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned w
             if (w & KB_SLOT_FLAGS)
                 ck_pr_and_32(&s->word, KB_SLOT_COUNT);
             ck_pr_fence_acquire();
-            kb_hb_acquire(&s->word);
+            kb__hb_acquire(&s->word);
             return 0;
         }
         if (w & KB_SLOT_NUDGED) {
@@ -85,7 +86,7 @@ int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned w
             if (!ck_pr_cas_32(&s->word, w, w & ~KB_SLOT_NUDGED))
                 continue;
             if (watch)
-                kb_slot_watch(s, watch);
+                kb__slot_watch(s, watch);
             continue;
         }
         if (!(w & KB_SLOT_SLEEPING)) {
@@ -101,12 +102,12 @@ int kb_slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned w
          * absolute time; the bitset must be MATCH_ANY). */
         long r = syscall(SYS_futex, &s->word, FUTEX_WAIT_BITSET_PRIVATE, w, deadline, NULL,
                          FUTEX_BITSET_MATCH_ANY);
-        if (r != 0 && deadline && kb_slot_deadline_passed(deadline) && !kb_slot_posted(s))
+        if (r != 0 && deadline && kb__time_passed(deadline) && !kb__slot_posted(s))
             return -1;
     }
 }
 
-void kb_slot_nudge(struct kb_slot *s)
+void kb__slot_nudge(struct kb_slot *s)
 {
     /* Mark the word KB_SLOT_NUDGED; if the owner sleeps, take its sleep flag down
      * in the same CAS and wake it. A failed CAS means the word moved (the

@@ -8,7 +8,7 @@ _Static_assert(sizeof(void *) == sizeof(kb_handle), "handles are stored as ck_hs
 
 static void *hs_malloc(size_t n)
 {
-    return kb_malloc(n);
+    return kb__malloc(n);
 }
 
 static void hs_free(void *p, size_t n, bool defer)
@@ -37,7 +37,7 @@ static void *key_of(kb_handle h)
     return (void *)(uintptr_t)h;
 }
 
-int kb_completed_init(struct kb_completed *c)
+int kb__completed_init(struct kb_completed *c)
 {
     /* compare NULL: direct keys compare by value. */
     if (!ck_hs_init(&c->hs, CK_HS_MODE_SPMC | CK_HS_MODE_DIRECT, hs_hash, NULL, &hs_allocator, 64,
@@ -46,19 +46,19 @@ int kb_completed_init(struct kb_completed *c)
     return 0;
 }
 
-void kb_completed_free(struct kb_completed *c)
+void kb__completed_free(struct kb_completed *c)
 {
     ck_hs_destroy(&c->hs);
 }
 
-int kb_completed_has(const struct kb_completed *c, kb_handle h)
+int kb__completed_has(const struct kb_completed *c, kb_handle h)
 {
     ck_hs_t *hs = (ck_hs_t *)&c->hs; /* ck_hs_get takes a non-const set */
     void *k = key_of(h);
     return ck_hs_get(hs, CK_HS_HASH(hs, hs_hash, k), k) != NULL;
 }
 
-int kb_completed_add(struct kb_completed *c, kb_handle h)
+int kb__completed_add(struct kb_completed *c, kb_handle h)
 {
     void *k = key_of(h);
     unsigned long hash = CK_HS_HASH(&c->hs, hs_hash, k);
@@ -68,7 +68,7 @@ int kb_completed_add(struct kb_completed *c, kb_handle h)
     return ck_hs_put(&c->hs, hash, k) ? 0 : KB_ENOMEM;
 }
 
-size_t kb_completed_copy(const struct kb_completed *c, kb_handle *out, size_t cap)
+size_t kb__completed_copy(const struct kb_completed *c, kb_handle *out, size_t cap)
 {
     ck_hs_t *hs = (ck_hs_t *)&c->hs; /* ck_hs_next takes a non-const set; it only reads */
     ck_hs_iterator_t it = CK_HS_ITERATOR_INITIALIZER;

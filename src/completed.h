@@ -16,13 +16,13 @@ struct kb_completed {
 };
 
 /* 0 or KB_ENOMEM. */
-int kb_completed_init(struct kb_completed *c);
-void kb_completed_free(struct kb_completed *c);
-int kb_completed_has(const struct kb_completed *c, kb_handle h);
+int kb__completed_init(struct kb_completed *c);
+void kb__completed_free(struct kb_completed *c);
+int kb__completed_has(const struct kb_completed *c, kb_handle h);
 /* 0 (added or already there) or KB_ENOMEM. */
-int kb_completed_add(struct kb_completed *c, kb_handle h);
+int kb__completed_add(struct kb_completed *c, kb_handle h);
 /* Copy up to cap handles (in the set's order) into out; return how many
  * the set holds. */
-size_t kb_completed_copy(const struct kb_completed *c, kb_handle *out, size_t cap);
+size_t kb__completed_copy(const struct kb_completed *c, kb_handle *out, size_t cap);
 
 #endif

@@ -103,7 +103,7 @@ static void crash_handler(int sig, siginfo_t *info, void *uctx)
         n = put(line, n, sizeof line, "\n");
         ssize_t w = write(2, line, n);
         (void)w;
-        kb_sys_backtrace_fd(2);
+        kb__sys_backtrace_fd(2);
     }
     /* Default action, delivered when this handler returns. */
     struct sigaction dfl;
@@ -116,7 +116,7 @@ static void crash_handler(int sig, siginfo_t *info, void *uctx)
 
 static void install(void)
 {
-    kb_sys_backtrace_warm(); /* loads libgcc_s now, not inside the handler */
+    kb__sys_backtrace_warm(); /* loads libgcc_s now, not inside the handler */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = crash_handler;
@@ -126,12 +126,12 @@ static void install(void)
         sigaction(crash_signals[i], &sa, &previous[i]);
 }
 
-void kb_crash_report_install(void)
+void kb__crash_report_install(void)
 {
     pthread_once(&install_once, install);
 }
 
-void kb_crash_altstack(struct kb_worker *w)
+void kb__crash_altstack(struct kb_worker *w)
 {
     if (!w->altstack || w->altstack_on)
         return;

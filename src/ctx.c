@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "annotate.h"
+#include "clock.h"
 #include "run.h"
 #include "timeline.h"
 #include "worker.h"
@@ -16,12 +17,12 @@ static _Thread_local char tls_token;
 /* >0 while this thread is inside an engine hook. */
 static _Thread_local int tls_hook_depth;
 
-uintptr_t kb_thread_token(void)
+uintptr_t kb__thread_token(void)
 {
     return (uintptr_t)&tls_token;
 }
 
-int kb_in_hook(void)
+int kb__in_hook(void)
 {
     return tls_hook_depth > 0;
 }
@@ -31,21 +32,20 @@ int kb_ctx_create(const kb_engine *engine, kb_ctx **out)
     if (!out)
         return KB_EINVAL;
     *out = NULL;
-    kb_ctx *ctx = NULL; /* cache-line aligned: it holds the driver's slot */
-    if (kb__fault_hit(KB_FAULT_ALLOC) || posix_memalign((void **)&ctx, KB_CACHELINE, sizeof *ctx) != 0)
+    kb_ctx *ctx = kb__zalloc_aligned(KB_CACHELINE, sizeof *ctx); /* it holds the driver's slot */
+    if (!ctx)
         return KB_ENOMEM;
-    memset(ctx, 0, sizeof *ctx);
-    if (kb_slot_init(&ctx->driver_slot) != 0) {
+    if (kb__slot_init(&ctx->driver_slot) != 0) {
         free(ctx);
         return KB_ENOMEM;
     }
     if (engine)
         ctx->engine = *engine;
-    kb_hb_sync_word(&ctx->owner, sizeof ctx->owner);
-    kb_queue_init(&ctx->waits, sizeof(kb_handle));
-    kb_queue_init(&ctx->colls, sizeof(kb_collective));
-    if (kb_completed_init(&ctx->done) != 0) {
-        kb_slot_destroy(&ctx->driver_slot);
+    kb__hb_sync_word(&ctx->owner, sizeof ctx->owner);
+    kb__queue_init(&ctx->waits, sizeof(kb_handle));
+    kb__queue_init(&ctx->colls, sizeof(kb_collective));
+    if (kb__completed_init(&ctx->done) != 0) {
+        kb__slot_destroy(&ctx->driver_slot);
         free(ctx);
         return KB_ENOMEM;
     }
@@ -57,84 +57,84 @@ int kb_ctx_destroy(kb_ctx *ctx)
 {
     if (!ctx)
         return 0;
-    if (kb_self())
+    if (kb__self())
         return KB_EPERM;
-    if (kb_in_hook())
+    if (kb__in_hook())
         return KB_EBUSY;
-    if (kb_ctx_enter_idle(ctx) != 0)
+    if (kb__ctx_own_idle(ctx) != 0)
         return KB_EBUSY;
-    kb_pool_drain(ctx); /* joins every parked thread */
-    kb_graveyard_free(ctx);
-    kb_queue_free(&ctx->waits);
-    kb_queue_free(&ctx->colls);
-    kb_completed_free(&ctx->done);
-    kb_slot_destroy(&ctx->driver_slot);
+    kb__pool_drain(ctx); /* joins every parked thread */
+    kb__graveyard_free(ctx);
+    kb__queue_free(&ctx->waits);
+    kb__queue_free(&ctx->colls);
+    kb__completed_free(&ctx->done);
+    kb__slot_destroy(&ctx->driver_slot);
     free(ctx);
     return 0;
 }
 
-int kb_ctx_enter(kb_ctx *ctx)
+int kb__ctx_own(kb_ctx *ctx)
 {
-    if (!ck_pr_cas_ptr(&ctx->owner, NULL, (void *)kb_thread_token()))
+    if (!ck_pr_cas_ptr(&ctx->owner, NULL, (void *)kb__thread_token()))
         return KB_EBUSY;
-    kb_hb_acquire(&ctx->owner);
+    kb__hb_acquire(&ctx->owner);
     return 0;
 }
 
-int kb_ctx_enter_idle(kb_ctx *ctx)
+int kb__ctx_own_idle(kb_ctx *ctx)
 {
-    if (kb_ctx_enter(ctx) != 0)
+    if (kb__ctx_own(ctx) != 0)
         return KB_EBUSY;
     if (ctx->run || ctx->pc) {
-        kb_ctx_exit(ctx);
+        kb__ctx_disown(ctx);
         return KB_EBUSY;
     }
     return 0;
 }
 
-void kb_ctx_exit(kb_ctx *ctx)
+void kb__ctx_disown(kb_ctx *ctx)
 {
-    kb_hb_release(&ctx->owner);
+    kb__hb_release(&ctx->owner);
     ck_pr_fence_store();
     ck_pr_store_ptr(&ctx->owner, NULL);
 }
 
-int kb_ctx_access(const kb_ctx *cctx)
+int kb__ctx_access_begin(const kb_ctx *cctx)
 {
     kb_ctx *ctx = (kb_ctx *)cctx; /* the owner word is mutable even through const */
-    struct kb_rank *rk = kb_self();
+    struct kb_rank *rk = kb__self();
     if (rk) {
         /* A running rank holds its run's baton by construction. */
         return rk->run->ctx == ctx ? KB_ACCESS_RANK : KB_EPERM;
     }
-    if ((uintptr_t)ck_pr_load_ptr(&ctx->owner) == kb_thread_token())
+    if ((uintptr_t)ck_pr_load_ptr(&ctx->owner) == kb__thread_token())
         return KB_ACCESS_NESTED;
-    return kb_ctx_enter(ctx) == 0 ? KB_ACCESS_ENTERED : KB_EBUSY;
+    return kb__ctx_own(ctx) == 0 ? KB_ACCESS_ENTERED : KB_EBUSY;
 }
 
-void kb_ctx_leave(const kb_ctx *ctx, int access)
+void kb__ctx_access_end(const kb_ctx *ctx, int access)
 {
     if (access == KB_ACCESS_ENTERED)
-        kb_ctx_exit((kb_ctx *)ctx);
+        kb__ctx_disown((kb_ctx *)ctx);
 }
 
-int kb_engine_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin)
+int kb__engine_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin)
 {
     struct kb_run *run = ctx->run;
     if (run)
-        run->engine_waits++;
+        run->counters.engine_waits++;
     if (!ctx->engine.wait)
         return 0;
-    uint64_t t0 = run && run->tl ? kb_now_ns() : 0;
+    uint64_t t0 = run && run->files.tl ? kb__now_ns() : 0;
     tls_hook_depth++;
     int rc = ctx->engine.wait(ctx->engine.self, h, meta, origin);
     tls_hook_depth--;
-    if (run && run->tl)
-        kb_tl_slice(run, KB_DRIVER, KB_TL_ENGINE_WAIT, t0, kb_now_ns(), h, origin);
+    if (run && run->files.tl)
+        kb__tl_slice(run, KB_DRIVER, KB_TL_ENGINE_WAIT, t0, kb__now_ns(), h, origin);
     return rc;
 }
 
-void kb_engine_bind(kb_ctx *ctx, int rank)
+void kb__engine_bind(kb_ctx *ctx, int rank)
 {
     if (!ctx->engine.bind)
         return;
@@ -143,7 +143,7 @@ void kb_engine_bind(kb_ctx *ctx, int rank)
     tls_hook_depth--;
 }
 
-void kb_engine_abort(kb_ctx *ctx)
+void kb__engine_abort(kb_ctx *ctx)
 {
     if (!ctx->engine.abort)
         return;

@@ -40,10 +40,9 @@ struct kb_ctx {
     struct kb_run *run;            /* the live run (kb_spawn, or a pc not finished), or NULL */
     struct kb_process_context *pc; /* the process context not yet freed, or NULL */
     struct kb_worker *pool;        /* parked workers, kept between spawns */
-    size_t pool_len;
-    size_t pool_stack_size; /* their stack size (all the same) */
+    size_t pool_stack_size;        /* their stack size (all the same) */
     /* Under Valgrind only: ended workers whose memory is freed at destroy,
-     * not at once (worker.c: kb_worker_end says why). */
+     * not at once (worker.c: kb__worker_end says why). */
     struct kb_worker *graveyard;
 };
 
@@ -53,38 +52,40 @@ enum kb_access {
     KB_ACCESS_NESTED = 3,  /* driver side, this thread already owned ctx */
 };
 
-/* Classify the calling thread for ctx: a kb_access value, or KB_EPERM (a
- * rank calling on another ctx) / KB_EBUSY (someone else owns ctx). On
- * KB_ACCESS_ENTERED the caller must kb_ctx_leave(). */
-int kb_ctx_access(const kb_ctx *ctx);
-void kb_ctx_leave(const kb_ctx *ctx, int access);
+/* A single kb_* call on ctx begins: classify the calling thread, taking
+ * ownership for the call when nobody owns ctx. A kb_access value, or
+ * KB_EPERM (a rank calling on another ctx) / KB_EBUSY (someone else owns
+ * ctx). Pass the value to kb__ctx_access_end when the call ends. */
+int kb__ctx_access_begin(const kb_ctx *ctx);
+void kb__ctx_access_end(const kb_ctx *ctx, int access);
 
-/* Driver-side ownership for kb_spawn/kb_start/kb_join: 0 or KB_EBUSY. */
-int kb_ctx_enter(kb_ctx *ctx);
+/* Driver-side ownership for kb_spawn/kb_start/kb_join, held for the whole
+ * call, released by kb__ctx_disown: 0 or KB_EBUSY. */
+int kb__ctx_own(kb_ctx *ctx);
 /* The same, for a ctx that must have no spawn or process context either. */
-int kb_ctx_enter_idle(kb_ctx *ctx);
-void kb_ctx_exit(kb_ctx *ctx);
+int kb__ctx_own_idle(kb_ctx *ctx);
+void kb__ctx_disown(kb_ctx *ctx);
 
 /* The calling thread's token (unique while the thread lives). */
-uintptr_t kb_thread_token(void);
+uintptr_t kb__thread_token(void);
 
 /* Engine hooks. The hook depth of the calling thread is raised around each
  * call so kb_spawn/kb_start/kb_join/kb_ctx_destroy can refuse (KB_EBUSY). */
-int kb_engine_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin);
-void kb_engine_bind(kb_ctx *ctx, int rank);
-void kb_engine_abort(kb_ctx *ctx);
-int kb_in_hook(void);
+int kb__engine_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin);
+void kb__engine_bind(kb_ctx *ctx, int rank);
+void kb__engine_abort(kb_ctx *ctx);
+int kb__in_hook(void);
 
 /* Driver-side wait: the fast path, then the engine, then mark completed.
  * Never enqueues. */
-int kb_driver_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin);
+int kb__driver_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin);
 
 /* Run both drain phases until both queues are empty. 0, or the first
  * nonzero engine code (KB_ENOMEM if a completion could not be recorded)
  * with *failed the handle it came from. Driver only. */
-int kb_drain(kb_ctx *ctx, kb_handle *failed, kb_wait_origin *failed_origin);
+int kb__drain(kb_ctx *ctx, kb_handle *failed, kb_wait_origin *failed_origin);
 
-static inline int kb_handle_valid(kb_handle h)
+static inline int kb__handle_valid(kb_handle h)
 {
     return h != KB_HANDLE_RESERVED_LOW && h != KB_HANDLE_RESERVED_HIGH;
 }

@@ -21,21 +21,21 @@
     F("run.nlive", struct kb_run, nlive)                                                                     \
     F("run.cancel_mode", struct kb_run, cancel_mode)                                                         \
     F("run.stop", struct kb_run, stop)                                                                       \
-    F("run.failed", struct kb_run, failed)                                                                   \
-    F("run.errors", struct kb_run, errors)                                                                   \
-    F("run.nerrors", struct kb_run, nerrors)                                                                 \
-    F("run.drain_code", struct kb_run, drain_code)                                                           \
-    F("run.drain_handle", struct kb_run, drain_handle)                                                       \
+    F("run.failed", struct kb_run, failure.failed)                                                           \
+    F("run.errors", struct kb_run, failure.errors)                                                           \
+    F("run.nerrors", struct kb_run, failure.nerrors)                                                         \
+    F("run.drain_code", struct kb_run, failure.drain_code)                                                   \
+    F("run.drain_handle", struct kb_run, failure.drain_handle)                                               \
     F("run.driver_tid", struct kb_run, driver_tid)                                                           \
-    F("run.handoffs", struct kb_run, handoffs)                                                               \
-    F("run.reg_next", struct kb_run, reg_next)                                                               \
+    F("run.handoffs", struct kb_run, counters.handoffs)                                                      \
+    F("run.reg_next", struct kb_run, registry.next)                                                          \
     S("rank", struct kb_rank)                                                                                \
     F("rank.w", struct kb_rank, w)                                                                           \
     F("rank.index", struct kb_rank, index)                                                                   \
     F("rank.state", struct kb_rank, state)                                                                   \
     F("rank.cancelled", struct kb_rank, cancelled)                                                           \
     F("rank.unwinding", struct kb_rank, unwinding)                                                           \
-    F("rank.recorded", struct kb_rank, recorded)                                                             \
+    F("rank.recorded", struct kb_rank, failed)                                                               \
     F("rank.susp", struct kb_rank, susp)                                                                     \
     F("rank.susp_handle", struct kb_rank, susp_handle)                                                       \
     F("rank.tid", struct kb_rank, tid)                                                                       \

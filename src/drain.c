@@ -15,16 +15,16 @@
  */
 #include "ctx.h"
 
-int kb_drain(kb_ctx *ctx, kb_handle *failed, kb_wait_origin *failed_origin)
+int kb__drain(kb_ctx *ctx, kb_handle *failed, kb_wait_origin *failed_origin)
 {
-    while (kb_queue_len(&ctx->waits) > 0 || kb_queue_len(&ctx->colls) > 0) {
+    while (kb__queue_len(&ctx->waits) > 0 || kb__queue_len(&ctx->colls) > 0) {
         kb_handle h;
-        while (kb_queue_pop(&ctx->waits, &h)) {
-            if (kb_completed_has(&ctx->done, h))
+        while (kb__queue_pop(&ctx->waits, &h)) {
+            if (kb__completed_has(&ctx->done, h))
                 continue;
-            int rc = kb_engine_wait(ctx, h, NULL, KB_WAIT_QUEUED);
+            int rc = kb__engine_wait(ctx, h, NULL, KB_WAIT_QUEUED);
             if (rc == 0)
-                rc = kb_completed_add(&ctx->done, h);
+                rc = kb__completed_add(&ctx->done, h);
             if (rc != 0) {
                 *failed = h;
                 *failed_origin = KB_WAIT_QUEUED;
@@ -32,8 +32,8 @@ int kb_drain(kb_ctx *ctx, kb_handle *failed, kb_wait_origin *failed_origin)
             }
         }
         kb_collective c;
-        while (kb_queue_pop(&ctx->colls, &c)) {
-            int rc = kb_driver_wait(ctx, c.handle, c.meta, KB_WAIT_COLLECTIVE);
+        while (kb__queue_pop(&ctx->colls, &c)) {
+            int rc = kb__driver_wait(ctx, c.handle, c.meta, KB_WAIT_COLLECTIVE);
             if (rc != 0) {
                 *failed = c.handle;
                 *failed_origin = KB_WAIT_COLLECTIVE;

@@ -1,11 +1,15 @@
-/* Failure records of ranks and the kb_spawn_error report built from them. */
+/* A run's failure state (error.h): the failures of its ranks and the kb_spawn_error report built from them.
+ */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
+#include "error.h"
 #include "run.h"
+#include "sort.h"
+#include "strbuf.h"
 #include "timeline.h"
 
 struct kb_spawn_error {
@@ -23,95 +27,37 @@ struct kb_spawn_error {
 /* Used when a message cannot be allocated; never freed. */
 static const char oom_message[] = "(message lost: out of memory)";
 
-static char *vformat(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
-static char *vformat(const char *fmt, va_list ap)
-{
-    va_list ap2;
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
-    va_end(ap2);
-    if (n < 0)
-        return NULL;
-    char *s = kb_malloc((size_t)n + 1);
-    if (s)
-        vsnprintf(s, (size_t)n + 1, fmt, ap);
-    return s;
-}
-
-char *kb_format(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = vformat(fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-static void record(struct kb_rank *rk, int code, char *msg)
+static void add_failure(struct kb_rank *rk, int code, char *msg)
 {
     struct kb_run *run = rk->run;
-    kb_rank_error *e = &run->errors[run->nerrors++];
+    kb_rank_error *e = &run->failure.errors[run->failure.nerrors++];
     e->rank = rk->index;
     e->code = code;
     e->message = msg ? msg : oom_message;
-    rk->recorded = 1;
-    kb_tl_instant(run, rk->index, KB_TL_FAIL, 0, code);
+    rk->failed = 1;
+    kb__tl_instant(run, rk->index, KB_TL_FAIL, 0, code);
 }
 
-void kb_record_failurev(struct kb_rank *rk, int code, const char *fmt, va_list ap)
+void kb__failure_addv(struct kb_rank *rk, int code, const char *fmt, va_list ap)
 {
-    if (rk->recorded)
+    if (rk->failed)
         return; /* the first failure of a rank is the one that counts */
-    record(rk, code, fmt ? vformat(fmt, ap) : kb_format("failed with code %d", code));
+    add_failure(rk, code, fmt ? kb__vformat(fmt, ap) : kb__format("failed with code %d", code));
 }
 
-void kb_record_failure_text(struct kb_rank *rk, int code, const char *text)
+void kb__failure_add_text(struct kb_rank *rk, int code, const char *text)
 {
-    if (rk->recorded)
+    if (rk->failed)
         return;
-    record(rk, code, text ? kb_format("%s", text) : kb_format("rank function returned %d", code));
+    add_failure(rk, code, text ? kb__format("%s", text) : kb__format("rank function returned %d", code));
 }
 
-void kb_rank_errors_free(kb_rank_error *errors, size_t n)
+void kb__rank_errors_free(kb_rank_error *errors, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (errors[i].message != oom_message)
             free((char *)errors[i].message);
     free(errors);
-}
-
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* A growing string for messages; NULL once an allocation failed. */
-struct str {
-    char *s;
-    size_t len;
-};
-
-static void add(struct str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(struct str *b, const char *fmt, ...)
-{
-    if (!b->s)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    char *piece = vformat(fmt, ap);
-    va_end(ap);
-    char *grown = piece ? kb_realloc(b->s, b->len + strlen(piece) + 1) : NULL;
-    if (!grown) {
-        free(piece);
-        free(b->s);
-        b->s = NULL;
-        return;
-    }
-    memcpy(grown + b->len, piece, strlen(piece) + 1);
-    b->len += strlen(piece);
-    b->s = grown;
-    free(piece);
 }
 
 static const char *where_text(kb_rank_where w)
@@ -129,53 +75,55 @@ static const char *where_text(kb_rank_where w)
 }
 
 /* KB_ESPAWN: "spawn failed on ranks [1, 3]" + the drain failure + the first
- * recorded rank. KB_ETIMEDOUT / KB_EDIVERGED: what stopped the spawn, the
- * live ranks' suspension points, then any rank recorded while they were
+ * failed rank. KB_ETIMEDOUT / KB_EDIVERGED: what stopped the spawn, the
+ * live ranks' suspension points, then any rank that failed while they were
  * cancelled. */
 static char *build_message(const struct kb_run *run)
 {
-    const kb_rank_error *errors = run->errors;
-    size_t n = run->nerrors;
-    struct str b = {kb_calloc(1, 1), 0};
-    if (run->fail_code == KB_ESPAWN) {
-        int *ranks = kb_malloc((n ? n : 1) * sizeof *ranks);
+    const kb_rank_error *errors = run->failure.errors;
+    size_t n = run->failure.nerrors;
+    struct kb_strbuf b = {0};
+    if (run->failure.code == KB_ESPAWN) {
+        int *ranks = kb__malloc((n ? n : 1) * sizeof *ranks);
         if (!ranks) {
-            free(b.s);
+            kb__strbuf_free(&b);
             return NULL;
         }
         for (size_t i = 0; i < n; i++)
             ranks[i] = errors[i].rank;
-        qsort(ranks, n, sizeof *ranks, cmp_int);
-        add(&b, "spawn failed on ranks [");
+        kb__sort_ints(ranks, n);
+        kb__strbuf_addf(&b, "spawn failed on ranks [");
         for (size_t i = 0; i < n; i++)
-            add(&b, "%s%d", i ? ", " : "", ranks[i]);
-        add(&b, "]");
+            kb__strbuf_addf(&b, "%s%d", i ? ", " : "", ranks[i]);
+        kb__strbuf_addf(&b, "]");
         free(ranks);
-        if (run->drain_code != 0)
-            add(&b, ": drain failed: engine wait for handle %llu (%s) returned %d",
-                (unsigned long long)run->drain_handle,
-                run->drain_origin == KB_WAIT_COLLECTIVE ? "pending collective" : "pending worker wait",
-                run->drain_code);
+        if (run->failure.drain_code != 0)
+            kb__strbuf_addf(&b, ": drain failed: engine wait for handle %llu (%s) returned %d",
+                            (unsigned long long)run->failure.drain_handle,
+                            run->failure.drain_origin == KB_WAIT_COLLECTIVE ? "pending collective"
+                                                                            : "pending worker wait",
+                            run->failure.drain_code);
     } else {
-        add(&b, "%s; live ranks:", run->stop_detail ? run->stop_detail : "spawn stopped");
-        for (size_t i = 0; i < run->nlive_snapshot; i++) {
-            const kb_live_rank *l = &run->live[i];
-            add(&b, "%s rank %d %s", i ? "," : "", l->rank, where_text(l->where));
+        kb__strbuf_addf(&b, "%s; live ranks:", run->failure.detail ? run->failure.detail : "spawn stopped");
+        for (size_t i = 0; i < run->failure.nlive; i++) {
+            const kb_live_rank *l = &run->failure.live[i];
+            kb__strbuf_addf(&b, "%s rank %d %s", i ? "," : "", l->rank, where_text(l->where));
             if (l->where == KB_AT_WAIT)
-                add(&b, " %llu", (unsigned long long)l->handle);
+                kb__strbuf_addf(&b, " %llu", (unsigned long long)l->handle);
         }
-        if (run->nlive_snapshot == 0)
-            add(&b, " none");
+        if (run->failure.nlive == 0)
+            kb__strbuf_addf(&b, " none");
     }
     if (n > 0)
-        add(&b, "%srank %d raised code %d: %s", run->drain_code || run->fail_code != KB_ESPAWN ? "; " : ": ",
-            errors[0].rank, errors[0].code, errors[0].message);
-    return b.s;
+        kb__strbuf_addf(&b, "%srank %d raised code %d: %s",
+                        run->failure.drain_code || run->failure.code != KB_ESPAWN ? "; " : ": ",
+                        errors[0].rank, errors[0].code, errors[0].message);
+    return kb__strbuf_take(&b);
 }
 
-kb_spawn_error *kb_spawn_error_build(struct kb_run *run)
+kb_spawn_error *kb__spawn_error_build(struct kb_run *run)
 {
-    kb_spawn_error *e = kb_calloc(1, sizeof *e);
+    kb_spawn_error *e = kb__calloc(1, sizeof *e);
     if (!e)
         return NULL;
     e->message = build_message(run);
@@ -183,19 +131,19 @@ kb_spawn_error *kb_spawn_error_build(struct kb_run *run)
         free(e);
         return NULL;
     }
-    e->code = run->fail_code;
+    e->code = run->failure.code;
     /* Take the records over from the run. */
-    e->errors = run->errors;
-    e->count = run->nerrors;
-    run->errors = NULL;
-    run->nerrors = 0;
-    e->live = run->live;
-    e->nlive = run->nlive_snapshot;
-    run->live = NULL;
-    run->nlive_snapshot = 0;
-    e->drain_code = run->drain_code;
-    e->drain_handle = run->drain_code ? run->drain_handle : 0;
-    e->turn = run->fail_code == KB_EDIVERGED ? run->diverged_turn : 0;
+    e->errors = run->failure.errors;
+    e->count = run->failure.nerrors;
+    run->failure.errors = NULL;
+    run->failure.nerrors = 0;
+    e->live = run->failure.live;
+    e->nlive = run->failure.nlive;
+    run->failure.live = NULL;
+    run->failure.nlive = 0;
+    e->drain_code = run->failure.drain_code;
+    e->drain_handle = run->failure.drain_code ? run->failure.drain_handle : 0;
+    e->turn = run->failure.code == KB_EDIVERGED ? run->failure.diverged_turn : 0;
     return e;
 }
 
@@ -248,7 +196,7 @@ void kb_spawn_error_free(kb_spawn_error *e)
 {
     if (!e)
         return;
-    kb_rank_errors_free(e->errors, e->count);
+    kb__rank_errors_free(e->errors, e->count);
     free(e->live);
     free(e->message);
     free(e);

@@ -10,13 +10,13 @@
 static uint64_t fault_calls[KB_FAULT_KINDS];
 static uint64_t fault_at[KB_FAULT_KINDS];
 
-void kb_fault_arm(enum kb_fault_kind kind, long nth)
+void kb__fault_arm(enum kb_fault_kind kind, long nth)
 {
     ck_pr_store_64(&fault_calls[kind], 0);
     ck_pr_store_64(&fault_at[kind], (uint64_t)nth);
 }
 
-long kb_fault_calls(enum kb_fault_kind kind)
+long kb__fault_calls(enum kb_fault_kind kind)
 {
     return (long)ck_pr_load_64(&fault_calls[kind]);
 }
@@ -28,5 +28,5 @@ int kb__fault_hit(enum kb_fault_kind kind)
 }
 #else
 /* ISO C forbids an empty translation unit. */
-typedef int kb_fault_unused;
+typedef int kb__fault_unused;
 #endif

@@ -19,9 +19,9 @@ enum kb_fault_kind {
 #ifdef KB_FAULT_INJECTION
 /* Arm: the nth call of that kind from now fails (1 = the next one); 0 disarms.
  * Only the one call fails; later calls succeed again. */
-void kb_fault_arm(enum kb_fault_kind kind, long nth);
-/* Calls of that kind seen since the last kb_fault_arm. */
-long kb_fault_calls(enum kb_fault_kind kind);
+void kb__fault_arm(enum kb_fault_kind kind, long nth);
+/* Calls of that kind seen since the last kb__fault_arm. */
+long kb__fault_calls(enum kb_fault_kind kind);
 int kb__fault_hit(enum kb_fault_kind kind);
 #else
 #define kb__fault_hit(kind) 0

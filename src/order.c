@@ -9,8 +9,9 @@
 
 #include "alloc.h"
 #include "run.h"
+#include "strbuf.h"
 
-uint64_t kb_splitmix64(uint64_t *s)
+uint64_t kb__splitmix64(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -22,14 +23,14 @@ uint64_t kb_splitmix64(uint64_t *s)
 static void shuffle(struct kb_run *run, int *a, int n)
 {
     for (int i = n - 1; i > 0; i--) {
-        int j = (int)(kb_splitmix64(&run->rng) % (uint64_t)(i + 1));
+        int j = (int)(kb__splitmix64(&run->strategy.rng) % (uint64_t)(i + 1));
         int t = a[i];
         a[i] = a[j];
         a[j] = t;
     }
 }
 
-void kb_order_seeded(struct kb_run *run)
+void kb__order_seeded(struct kb_run *run)
 {
     shuffle(run, run->order, run->norder);
 }
@@ -46,7 +47,7 @@ static uint64_t factorial(int n)
     return f;
 }
 
-void kb_exhaustive_span(int nprocs, uint64_t limit, unsigned *k, uint64_t *count)
+void kb__exhaustive_span(int nprocs, uint64_t limit, unsigned *k, uint64_t *count)
 {
     uint64_t f = factorial(nprocs);
     *k = 0;
@@ -71,80 +72,81 @@ static int cmp_u64(const void *a, const void *b)
 static int pct_setup(struct kb_run *run)
 {
     int n = run->nprocs;
-    run->pct_list = kb_malloc((size_t)(n > 0 ? n : 1) * sizeof *run->pct_list);
-    uint64_t m = run->pct_depth - 1u;
-    if (m > run->pct_rounds)
-        m = run->pct_rounds;
-    run->pct_changes = kb_calloc((size_t)(m > 0 ? m : 1), sizeof *run->pct_changes);
-    if (!run->pct_list || !run->pct_changes)
+    run->strategy.pct_list = kb__malloc((size_t)(n > 0 ? n : 1) * sizeof *run->strategy.pct_list);
+    uint64_t m = run->strategy.pct_depth - 1u;
+    if (m > run->strategy.pct_rounds)
+        m = run->strategy.pct_rounds;
+    run->strategy.pct_changes = kb__calloc((size_t)(m > 0 ? m : 1), sizeof *run->strategy.pct_changes);
+    if (!run->strategy.pct_list || !run->strategy.pct_changes)
         return KB_ENOMEM;
     for (int i = 0; i < n; i++)
-        run->pct_list[i] = i;
-    shuffle(run, run->pct_list, n);
+        run->strategy.pct_list[i] = i;
+    shuffle(run, run->strategy.pct_list, n);
     for (uint64_t i = 0; i < m; i++) {
         uint64_t c = i + 1; /* m == R: every round */
-        for (int again = m < run->pct_rounds; again;) {
-            c = 1 + kb_splitmix64(&run->rng) % run->pct_rounds;
+        for (int again = m < run->strategy.pct_rounds; again;) {
+            c = 1 + kb__splitmix64(&run->strategy.rng) % run->strategy.pct_rounds;
             again = 0;
             for (uint64_t j = 0; j < i && !again; j++)
-                again = run->pct_changes[j] == c;
+                again = run->strategy.pct_changes[j] == c;
         }
-        run->pct_changes[i] = c;
+        run->strategy.pct_changes[i] = c;
     }
-    qsort(run->pct_changes, (size_t)m, sizeof *run->pct_changes, cmp_u64);
-    run->npct_changes = m;
+    qsort(run->strategy.pct_changes, (size_t)m, sizeof *run->strategy.pct_changes, cmp_u64);
+    run->strategy.npct_changes = m;
     return 0;
 }
 
-int kb_order_setup(struct kb_run *run)
+int kb__order_setup(struct kb_run *run)
 {
-    if (run->schedule == KB_SCHED_PCT)
+    if (run->strategy.kind == KB_SCHED_PCT)
         return pct_setup(run);
-    if (run->schedule == KB_SCHED_EXHAUSTIVE) {
+    if (run->strategy.kind == KB_SCHED_EXHAUSTIVE) {
         uint64_t count;
-        kb_exhaustive_span(run->nprocs, run->ex_limit, &run->ex_k, &count);
-        run->ex_fact = factorial(run->nprocs);
-        run->ex_rest = run->ex_index;
+        kb__exhaustive_span(run->nprocs, run->strategy.ex_limit, &run->strategy.ex_k, &count);
+        run->strategy.ex_fact = factorial(run->nprocs);
+        run->strategy.ex_rest = run->strategy.ex_index;
     }
     return 0;
 }
 
-void kb_order_free(struct kb_run *run)
+void kb__order_free(struct kb_run *run)
 {
-    free(run->pct_list);
-    free(run->pct_changes);
+    free(run->strategy.pct_list);
+    free(run->strategy.pct_changes);
 }
 
 /* Each round visits the live ranks by descending priority; at a change
  * round its first rank then drops below every other: last in pct_list. */
-void kb_order_pct(struct kb_run *run, uint64_t round)
+void kb__order_pct(struct kb_run *run, uint64_t round)
 {
     int n = 0;
     for (int i = 0; i < run->nprocs; i++) {
-        int r = run->pct_list[i];
+        int r = run->strategy.pct_list[i];
         if (run->ranks[r].state != KB_RS_FINISHED)
             run->order[n++] = r;
     }
-    if (run->pct_next < run->npct_changes && run->pct_changes[run->pct_next] == round) {
-        run->pct_next++;
+    if (run->strategy.pct_next < run->strategy.npct_changes &&
+        run->strategy.pct_changes[run->strategy.pct_next] == round) {
+        run->strategy.pct_next++;
         int i = 0;
-        while (run->pct_list[i] != run->order[0])
+        while (run->strategy.pct_list[i] != run->order[0])
             i++;
-        memmove(run->pct_list + i, run->pct_list + i + 1,
-                (size_t)(run->nprocs - 1 - i) * sizeof *run->pct_list);
-        run->pct_list[run->nprocs - 1] = run->order[0];
+        memmove(run->strategy.pct_list + i, run->strategy.pct_list + i + 1,
+                (size_t)(run->nprocs - 1 - i) * sizeof *run->strategy.pct_list);
+        run->strategy.pct_list[run->nprocs - 1] = run->order[0];
     }
 }
 
 /* Rounds 1..k: the next base-n! digit of the index, as the lexicographic
  * index of a permutation of the m live ranks (modulo m!), decoded in
  * place (Lehmer code). */
-void kb_order_exhaustive(struct kb_run *run, uint64_t round)
+void kb__order_exhaustive(struct kb_run *run, uint64_t round)
 {
-    if (round > run->ex_k)
+    if (round > run->strategy.ex_k)
         return;
-    uint64_t digit = run->ex_rest % run->ex_fact;
-    run->ex_rest /= run->ex_fact;
+    uint64_t digit = run->strategy.ex_rest % run->strategy.ex_fact;
+    run->strategy.ex_rest /= run->strategy.ex_fact;
     int m = run->norder;
     uint64_t p = digit % factorial(m);
     for (int i = 0; i < m - 1; i++) {
@@ -157,7 +159,7 @@ void kb_order_exhaustive(struct kb_run *run, uint64_t round)
     }
 }
 
-void kb_order_partial(struct kb_run *run, const int *want, int nwant)
+void kb__order_partial(struct kb_run *run, const int *want, int nwant)
 {
     int n = 0;
     for (int i = 0; i < nwant; i++)
@@ -173,26 +175,24 @@ void kb_order_partial(struct kb_run *run, const int *want, int nwant)
     run->norder = n;
 }
 
-char *kb_order_describe(const struct kb_run *run)
+char *kb__order_describe(const struct kb_run *run)
 {
-    switch (run->schedule) {
+    const struct kb_strategy *st = &run->strategy;
+    switch (run->strategy.kind) {
     case KB_SCHED_SEEDED:
-        return kb_format("seeded %llu", (unsigned long long)run->seed);
+        return kb__format("seeded %llu", (unsigned long long)run->strategy.seed);
     case KB_SCHED_EXHAUSTIVE:
-        return kb_format("exhaustive %llu limit %llu rounds %u", (unsigned long long)run->ex_index,
-                         (unsigned long long)run->ex_limit, run->ex_k);
+        return kb__format("exhaustive %llu limit %llu rounds %u", (unsigned long long)run->strategy.ex_index,
+                          (unsigned long long)run->strategy.ex_limit, run->strategy.ex_k);
     case KB_SCHED_PCT: {
-        size_t cap = 96 + 21 * (size_t)run->npct_changes, len;
-        char *s = kb_malloc(cap);
-        if (!s)
-            return NULL;
-        len = (size_t)snprintf(s, cap, "pct %llu depth %u rounds %llu changes", (unsigned long long)run->seed,
-                               run->pct_depth, (unsigned long long)run->pct_rounds);
-        for (uint64_t i = 0; i < run->npct_changes; i++)
-            len += (size_t)snprintf(s + len, cap - len, " %llu", (unsigned long long)run->pct_changes[i]);
-        return s;
+        struct kb_strbuf b = {0};
+        kb__strbuf_addf(&b, "pct %llu depth %u rounds %llu changes", (unsigned long long)st->seed,
+                        st->pct_depth, (unsigned long long)st->pct_rounds);
+        for (uint64_t i = 0; i < st->npct_changes; i++)
+            kb__strbuf_addf(&b, " %llu", (unsigned long long)st->pct_changes[i]);
+        return kb__strbuf_take(&b);
     }
     default:
-        return kb_format("round-robin");
+        return kb__format("round-robin");
     }
 }

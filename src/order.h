@@ -12,26 +12,47 @@
 
 struct kb_run;
 
+/* The run's exploring strategy (kb_spawn_opts.schedule), resolved against
+ * the environment before the first round (spawn_options.c), drawn by
+ * kb__order_setup, then advanced here once per round: (B) once ranks run. */
+struct kb_strategy {
+    int kind;     /* kb_schedule */
+    uint64_t rng; /* KB_SCHED_SEEDED, KB_SCHED_PCT: the generator's state */
+    uint64_t seed;
+    /* KB_SCHED_PCT */
+    unsigned pct_depth;
+    uint64_t pct_rounds;
+    int *pct_list;         /* every rank, by descending priority */
+    uint64_t *pct_changes; /* the change rounds, ascending */
+    uint64_t npct_changes;
+    uint64_t pct_next; /* the first change round not reached */
+    /* KB_SCHED_EXHAUSTIVE */
+    uint64_t ex_index, ex_limit;
+    uint64_t ex_fact; /* nprocs!, the base the index is read in */
+    uint64_t ex_rest; /* the index's digits not used yet */
+    unsigned ex_k;    /* rounds enumerated */
+};
+
 /* The next value of the splitmix64 stream whose state is *s. */
-uint64_t kb_splitmix64(uint64_t *s);
+uint64_t kb__splitmix64(uint64_t *s);
 
 /* KB_SCHED_EXHAUSTIVE: the number of rounds k whose orders an index
  * enumerates and the number of schedules, (n!)^k <= limit (k 0, count 1
  * when even one round has more orders than limit, or n < 2). */
-void kb_exhaustive_span(int nprocs, uint64_t limit, unsigned *k, uint64_t *count);
+void kb__exhaustive_span(int nprocs, uint64_t limit, unsigned *k, uint64_t *count);
 
 /* Draw what the run's strategy needs before its first round (PCT's
  * priorities and change rounds). 0 or KB_ENOMEM. */
-int kb_order_setup(struct kb_run *run);
-void kb_order_free(struct kb_run *run);
+int kb__order_setup(struct kb_run *run);
+void kb__order_free(struct kb_run *run);
 /* The text of the recording's "schedule" line (malloc), or NULL. */
-char *kb_order_describe(const struct kb_run *run);
+char *kb__order_describe(const struct kb_run *run);
 
-void kb_order_seeded(struct kb_run *run);
-void kb_order_pct(struct kb_run *run, uint64_t round);
-void kb_order_exhaustive(struct kb_run *run, uint64_t round);
+void kb__order_seeded(struct kb_run *run);
+void kb__order_pct(struct kb_run *run, uint64_t round);
+void kb__order_exhaustive(struct kb_run *run, uint64_t round);
 /* A partial schedule's round: want's live ranks in want's order, then the
  * other live ranks in rank order. */
-void kb_order_partial(struct kb_run *run, const int *want, int nwant);
+void kb__order_partial(struct kb_run *run, const int *want, int nwant);
 
 #endif

@@ -5,17 +5,17 @@
 #include "alloc.h"
 #include "kbthreads.h"
 
-void kb_queue_init(struct kb_queue *q, size_t elem)
+void kb__queue_init(struct kb_queue *q, size_t elem)
 {
     q->buf = NULL;
     q->elem = elem;
     q->cap = q->head = q->len = 0;
 }
 
-void kb_queue_free(struct kb_queue *q)
+void kb__queue_free(struct kb_queue *q)
 {
     free(q->buf);
-    kb_queue_init(q, q->elem);
+    kb__queue_init(q, q->elem);
 }
 
 static unsigned char *at(const struct kb_queue *q, size_t i)
@@ -23,13 +23,13 @@ static unsigned char *at(const struct kb_queue *q, size_t i)
     return q->buf + ((q->head + i) & (q->cap - 1)) * q->elem;
 }
 
-int kb_queue_push(struct kb_queue *q, const void *e)
+int kb__queue_push(struct kb_queue *q, const void *e)
 {
     if (q->len == q->cap) {
         size_t ncap = q->cap ? q->cap * 2 : 16;
         if (ncap > SIZE_MAX / q->elem)
             return KB_ENOMEM;
-        unsigned char *nb = kb_malloc(ncap * q->elem);
+        unsigned char *nb = kb__malloc(ncap * q->elem);
         if (!nb)
             return KB_ENOMEM;
         /* Unwrap the ring into the new buffer, oldest first. */
@@ -45,7 +45,7 @@ int kb_queue_push(struct kb_queue *q, const void *e)
     return 0;
 }
 
-int kb_queue_pop(struct kb_queue *q, void *out)
+int kb__queue_pop(struct kb_queue *q, void *out)
 {
     if (q->len == 0)
         return 0;
@@ -55,7 +55,7 @@ int kb_queue_pop(struct kb_queue *q, void *out)
     return 1;
 }
 
-size_t kb_queue_copy(const struct kb_queue *q, void *out, size_t cap)
+size_t kb__queue_copy(const struct kb_queue *q, void *out, size_t cap)
 {
     size_t n = q->len < cap ? q->len : cap;
     for (size_t i = 0; i < n; i++)
@@ -63,7 +63,7 @@ size_t kb_queue_copy(const struct kb_queue *q, void *out, size_t cap)
     return q->len;
 }
 
-void kb_queue_clear(struct kb_queue *q)
+void kb__queue_clear(struct kb_queue *q)
 {
     q->head = 0;
     q->len = 0;

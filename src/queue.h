@@ -16,17 +16,17 @@ struct kb_queue {
     size_t len;  /* number of elements */
 };
 
-void kb_queue_init(struct kb_queue *q, size_t elem);
-void kb_queue_free(struct kb_queue *q);
+void kb__queue_init(struct kb_queue *q, size_t elem);
+void kb__queue_free(struct kb_queue *q);
 /* 0, or KB_ENOMEM with the queue unchanged. */
-int kb_queue_push(struct kb_queue *q, const void *e);
+int kb__queue_push(struct kb_queue *q, const void *e);
 /* 1 and the oldest element copied to out, or 0 when empty. */
-int kb_queue_pop(struct kb_queue *q, void *out);
+int kb__queue_pop(struct kb_queue *q, void *out);
 /* Copy up to cap elements oldest first; return the number pending. */
-size_t kb_queue_copy(const struct kb_queue *q, void *out, size_t cap);
-void kb_queue_clear(struct kb_queue *q);
+size_t kb__queue_copy(const struct kb_queue *q, void *out, size_t cap);
+void kb__queue_clear(struct kb_queue *q);
 
-static inline size_t kb_queue_len(const struct kb_queue *q)
+static inline size_t kb__queue_len(const struct kb_queue *q)
 {
     return q->len;
 }

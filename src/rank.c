@@ -6,7 +6,7 @@
  * waits on its own slot. A rank gives the baton away only in
  * rank_suspend() (to the next rank of the round; at the end of the round to
  * the driver, or to the next round's first rank when there is nothing to
- * drain: kb_round_boundary) and in rank_finish() (likewise, or to the
+ * drain: kb__round_boundary) and in rank_finish() (likewise, or to the
  * driver when it failed or was being cancelled).
  */
 #include <ck_pr.h>
@@ -24,33 +24,31 @@
  * thread once its rank has finished. */
 static _Thread_local struct kb_rank *tls_self;
 
-struct kb_rank *kb_self(void)
+struct kb_rank *kb__self(void)
 {
     return tls_self;
 }
 
 /* End this rank's turn: give the baton to the next rank of the round, or
  * to the driver when this rank is the last one. Returns a slot to nudge
- * once the baton is passed (kb_ahead_of), with w->nudging set: the caller
+ * once the baton is passed (kb__nudge_target), with w->nudging set: the caller
  * must then call nudge_ahead; else NULL. */
 static struct kb_slot *pass_on(struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;
-    kb_turn_end(rk);
-    int next = kb_next_in_round(run);
+    kb__turn_end(rk);
+    int next = kb__next_in_round(run);
     if (next == KB_DRIVER)
-        next = kb_round_boundary(run); /* the next round's first rank, if no driver work */
-    if (next == KB_DRIVER)
-        run->stop = KB_STOP_ROUND;
-    struct kb_slot *ahead = kb_ahead_of(run, rk->index, next);
+        next = kb__round_boundary(run); /* the next round's first rank, if no driver work */
+    struct kb_slot *ahead = kb__nudge_target(run, rk->index, next);
     if (ahead)
         ck_pr_store_int(&rk->w->nudging, 1); /* published by the post below */
-    kb_handoff(run, next);                   /* may be this rank itself: a round of one */
+    kb__handoff(run, next);                  /* may be this rank itself: a round of one */
     return ahead;
 }
 
 /* After pass_on, without the baton: nudge and drop w's nudging mark. Until
- * it drops, the driver frees no worker (sched.c: kb_wait_nudges), neither
+ * it drops, the driver frees no worker (sched.c: kb__wait_nudges), neither
  * an exited one mid-spawn nor any at the spawn's end, so the nudged slot
  * stays allocated. w is the caller's own worker, taken before pass_on:
  * the rank record may be gone once the mark is down. */
@@ -58,7 +56,7 @@ static void nudge_ahead(struct kb_worker *w, struct kb_slot *ahead)
 {
     if (!ahead)
         return;
-    kb_slot_nudge(ahead);
+    kb__slot_nudge(ahead);
     ck_pr_fence_release();
     ck_pr_store_int(&w->nudging, 0);
 }
@@ -75,8 +73,8 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
      * (this rank is live, so its record stays). The nudge comes after the
      * post so that it costs the next holder nothing. */
     nudge_ahead(rk->w, pass_on(rk));
-    kb_slot_wait_budget(&rk->w->slot, &rk->run->rank_wait);
-    kb_turn_begin(rk);
+    kb__slot_wait_budget(&rk->w->slot, &rk->run->rank_wait);
+    kb__turn_begin(rk);
     rk->susp = KB_SUSP_NONE;
     if (!rk->cancelled)
         return 0;
@@ -92,18 +90,17 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
 static void rank_finish(struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;
-    kb_rank_retire(run, rk);
-    kb_barrier_check(run); /* the ranks still waiting may be all that is left */
-    tls_self = NULL;       /* no kb_ call of this thread may act as the rank now */
+    kb__rank_retire(run, rk);
+    kb__barrier_check(run); /* the ranks still waiting may be all that is left */
+    tls_self = NULL;        /* no kb_ call of this thread may act as the rank now */
     if (rk->cancelled) {
-        kb_turn_end(rk);
-        run->stop = KB_STOP_DONE;
-        kb_handoff(run, KB_DRIVER);
-    } else if (rk->recorded) {
-        kb_turn_end(rk);
+        kb__turn_end(rk);
+        kb__handoff(run, KB_DRIVER);
+    } else if (rk->failed) {
+        kb__turn_end(rk);
         run->stop = KB_STOP_FAILED;
         run->failed_rank = rk->index;
-        kb_handoff(run, KB_DRIVER);
+        kb__handoff(run, KB_DRIVER);
     } else {
         struct kb_worker *w = rk->w; /* the record may go once the baton does */
         nudge_ahead(w, pass_on(rk));
@@ -125,24 +122,24 @@ static void rank_unwound(void *arg)
     if (!rk->unwinding) {
         /* Not ours: the rank function called pthread_exit. */
         rk->unwinding = 1;
-        kb_record_failure_text(rk, KB_EEXITED, "rank thread exited without returning (pthread_exit)");
+        kb__failure_add_text(rk, KB_EEXITED, "rank thread exited without returning (pthread_exit)");
     }
     rk->w->exited = 1;
     rank_finish(rk);
 }
 
-void kb_rank_run(struct kb_worker *w, struct kb_rank *rk)
+void kb__rank_run(struct kb_worker *w, struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;
-    rk->tid = kb_sys_tid();
-    int cpu = kb_wanted_cpu(run, rk->index);
+    rk->tid = kb__sys_tid();
+    int cpu = kb__wanted_cpu(run, rk->index);
     if (w->pinned_cpu != cpu)
-        kb_worker_pin(w, cpu);
-    if (run->crash_report)
-        kb_crash_altstack(w);
+        kb__worker_pin(w, cpu);
+    if (run->opt.crash_report)
+        kb__crash_altstack(w);
     tls_self = rk;
     rk->state = KB_RS_STARTED;
-    kb_turn_begin(rk);
+    kb__turn_begin(rk);
 
     int rc;
     pthread_cleanup_push(rank_unwound, rk);
@@ -151,9 +148,9 @@ void kb_rank_run(struct kb_worker *w, struct kb_rank *rk)
     if (rk->unwinding) {
         /* The rank left an unwind (kb_raise or cancellation) with longjmp
          * and returned: it must not look like a clean finish. */
-        kb_record_failure_text(rk, KB_EEXITED, "rank escaped its unwind (longjmp) and returned");
+        kb__failure_add_text(rk, KB_EEXITED, "rank escaped its unwind (longjmp) and returned");
     } else if (rc != 0 && !(rc == KB_ECANCELED && rk->cancelled)) {
-        kb_record_failure_text(rk, rc, NULL);
+        kb__failure_add_text(rk, rc, NULL);
     }
     rank_finish(rk);
 }
@@ -197,24 +194,24 @@ int kb_yield(void)
     return rank_suspend(rk, KB_SUSP_YIELD, 0);
 }
 
-int kb_rank_wait(struct kb_rank *rk, kb_handle h)
+int kb__rank_wait(struct kb_rank *rk, kb_handle h)
 {
     if (cannot_suspend(rk))
         return KB_ECANCELED;
     kb_ctx *ctx = rk->run->ctx;
-    if (kb_completed_has(&ctx->done, h)) {
-        kb_tl_instant(rk->run, rk->index, KB_TL_WAIT_FAST, h, 0);
+    if (kb__completed_has(&ctx->done, h)) {
+        kb__tl_instant(rk->run, rk->index, KB_TL_WAIT_FAST, h, 0);
         return 0; /* fast path: keep the baton */
     }
-    int rc = kb_queue_push(&ctx->waits, &h);
+    int rc = kb__queue_push(&ctx->waits, &h);
     if (rc != 0)
         return rc;
-    kb_tl_instant(rk->run, rk->index, KB_TL_WAIT, h, 0);
+    kb__tl_instant(rk->run, rk->index, KB_TL_WAIT, h, 0);
     do {
         rc = rank_suspend(rk, KB_SUSP_WAIT, h);
         if (rc != 0)
             return rc;
-    } while (!kb_completed_has(&ctx->done, h));
+    } while (!kb__completed_has(&ctx->done, h));
     return 0;
 }
 
@@ -226,10 +223,10 @@ int kb_barrier(void)
     if (cannot_suspend(rk))
         return KB_ECANCELED;
     struct kb_run *run = rk->run;
-    unsigned gen = run->barrier_gen;
-    kb_tl_instant(run, rk->index, KB_TL_BARRIER, 0, 0);
-    run->barrier_arrived++;
-    kb_barrier_check(run);
+    unsigned gen = run->barrier.gen;
+    kb__tl_instant(run, rk->index, KB_TL_BARRIER, 0, 0);
+    run->barrier.arrived++;
+    kb__barrier_check(run);
     /* Every arrival yields at least once, the last one too. The rank
      * leaves only in a round after the one in which its barrier opened, so
      * after that round's drain, and at its turn there: the waiters start
@@ -241,7 +238,7 @@ int kb_barrier(void)
         int rc = rank_suspend(rk, KB_SUSP_BARRIER, 0);
         if (rc != 0)
             return rc;
-    } while (run->barrier_gen == gen || run->rounds == run->barrier_open_round);
+    } while (run->barrier.gen == gen || run->counters.rounds == run->barrier.open_round);
     return 0;
 }
 
@@ -259,7 +256,7 @@ void kb_raise(int code, const char *fmt, ...)
     }
     va_list ap;
     va_start(ap, fmt);
-    kb_record_failurev(rk, code != 0 ? code : KB_EINVAL, fmt, ap);
+    kb__failure_addv(rk, code != 0 ? code : KB_EINVAL, fmt, ap);
     va_end(ap);
     rk->unwinding = 1;
     pthread_exit(NULL);
@@ -274,7 +271,7 @@ int kb_fail(int code, const char *fmt, ...)
         return KB_EPERM;
     va_list ap;
     va_start(ap, fmt);
-    kb_record_failurev(rk, code, fmt, ap);
+    kb__failure_addv(rk, code, fmt, ap);
     va_end(ap);
     return 0;
 }

@@ -12,7 +12,7 @@
 #include "debug_offsets.h"
 #include "run.h"
 
-pthread_mutex_t kb_live_runs_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t kb__live_runs_lock = PTHREAD_MUTEX_INITIALIZER;
 struct kb_run *kb_live_runs;
 /* Odd while the list changes, even otherwise (under the lock): a reader in
  * another process compares it before and after it walks the list. */
@@ -36,30 +36,30 @@ static void gen_bump(void)
     ck_pr_fence_store();
 }
 
-void kb_registry_add(struct kb_run *run)
+void kb__registry_add(struct kb_run *run)
 {
-    pthread_mutex_lock(&kb_live_runs_lock);
+    pthread_mutex_lock(&kb__live_runs_lock);
     gen_bump();
-    run->reg_prev = NULL;
-    run->reg_next = kb_live_runs;
+    run->registry.prev = NULL;
+    run->registry.next = kb_live_runs;
     if (kb_live_runs)
-        kb_live_runs->reg_prev = run;
+        kb_live_runs->registry.prev = run;
     kb_live_runs = run;
     gen_bump();
-    pthread_mutex_unlock(&kb_live_runs_lock);
+    pthread_mutex_unlock(&kb__live_runs_lock);
 }
 
-void kb_registry_remove(struct kb_run *run)
+void kb__registry_remove(struct kb_run *run)
 {
-    pthread_mutex_lock(&kb_live_runs_lock);
+    pthread_mutex_lock(&kb__live_runs_lock);
     gen_bump();
-    if (run->reg_prev)
-        run->reg_prev->reg_next = run->reg_next;
+    if (run->registry.prev)
+        run->registry.prev->registry.next = run->registry.next;
     else
-        kb_live_runs = run->reg_next;
-    if (run->reg_next)
-        run->reg_next->reg_prev = run->reg_prev;
-    run->reg_prev = run->reg_next = NULL;
+        kb_live_runs = run->registry.next;
+    if (run->registry.next)
+        run->registry.next->registry.prev = run->registry.prev;
+    run->registry.prev = run->registry.next = NULL;
     gen_bump();
-    pthread_mutex_unlock(&kb_live_runs_lock);
+    pthread_mutex_unlock(&kb__live_runs_lock);
 }

@@ -26,32 +26,34 @@
 
 #include "alloc.h"
 #include "order.h"
+#include "clock.h"
+#include "strbuf.h"
 #include "run.h"
 #include "schedule.h"
 #include "timeline.h"
 
-void kb_handoff(struct kb_run *run, int to)
+void kb__handoff(struct kb_run *run, int to)
 {
     /* A ck_pr store: the watchdog reads the holder without the baton. */
     ck_pr_store_int(&run->holder, to);
-    run->handoffs++;
+    run->counters.handoffs++;
     if (to != KB_DRIVER) {
-        run->turns++;
-        if (run->rank_turns)
-            run->rank_turns[to]++;
+        run->counters.turns++;
+        if (run->counters.rank_turns)
+            run->counters.rank_turns[to]++;
     }
-    if (run->stall_ms)
-        kb_watch_stamp(run);
-    kb_slot_post(to == KB_DRIVER ? &run->ctx->driver_slot : &run->ranks[to].w->slot);
+    if (run->opt.stall_ms)
+        kb__watch_stamp(run);
+    kb__slot_post(to == KB_DRIVER ? &run->ctx->driver_slot : &run->ranks[to].w->slot);
 }
 
 /* The CPU rank runs on under the run's affinity option, -1 for none. */
-int kb_wanted_cpu(const struct kb_run *run, int rank)
+int kb__wanted_cpu(const struct kb_run *run, int rank)
 {
-    if (run->affinity == KB_AFFINITY_ONE_CPU)
-        return run->cpu;
-    if (run->affinity == KB_AFFINITY_SPREAD)
-        return run->cpus[rank % run->ncpus];
+    if (run->opt.affinity == KB_AFFINITY_ONE_CPU)
+        return run->opt.cpu;
+    if (run->opt.affinity == KB_AFFINITY_SPREAD)
+        return run->opt.cpus[rank % run->opt.ncpus];
     return -1;
 }
 
@@ -66,7 +68,7 @@ int kb_wanted_cpu(const struct kb_run *run, int rank)
  * round-robin order, a guess in the others (a wrong guess costs a wasted
  * watch, never the order). self: the holder (KB_DRIVER for the driver).
  * Holder only, after next was chosen and before it is posted. */
-struct kb_slot *kb_ahead_of(const struct kb_run *run, int self, int next)
+struct kb_slot *kb__nudge_target(const struct kb_run *run, int self, int next)
 {
     if (!run->rank_wait.watch || next == KB_DRIVER || run->norder < 2)
         return NULL;
@@ -76,74 +78,67 @@ struct kb_slot *kb_ahead_of(const struct kb_run *run, int self, int next)
     const struct kb_rank *ra = &run->ranks[after];
     if (ra->state == KB_RS_FINISHED || !ra->w)
         return NULL;
-    if (run->affinity == KB_AFFINITY_SPREAD && kb_wanted_cpu(run, after) == kb_wanted_cpu(run, next))
+    if (run->opt.affinity == KB_AFFINITY_SPREAD && kb__wanted_cpu(run, after) == kb__wanted_cpu(run, next))
         return NULL;
     return &ra->w->slot;
 }
 
-void kb_rank_retire(struct kb_run *run, struct kb_rank *rk)
+void kb__rank_retire(struct kb_run *run, struct kb_rank *rk)
 {
     rk->state = KB_RS_FINISHED;
     run->nlive--;
 }
 
-int kb_next_in_round(struct kb_run *run)
+int kb__next_in_round(struct kb_run *run)
 {
     if (run->pos + 1 < run->norder)
         return run->order[++run->pos];
     return KB_DRIVER;
 }
 
-void kb_barrier_check(struct kb_run *run)
+void kb__barrier_check(struct kb_run *run)
 {
-    if (run->barrier_arrived > 0 && run->barrier_arrived >= run->nlive) {
-        run->barrier_gen++;
-        run->barrier_arrived = 0;
-        run->barrier_open_round = run->rounds;
+    if (run->barrier.arrived > 0 && run->barrier.arrived >= run->nlive) {
+        run->barrier.gen++;
+        run->barrier.arrived = 0;
+        run->barrier.open_round = run->counters.rounds;
     }
 }
 
-int kb_time_passed(const struct timespec *t)
+const struct timespec *kb__join_deadline(const struct kb_run *run)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+    return run->join.timed && !ck_pr_load_int(&run->join.due) ? &run->join.deadline : NULL;
 }
 
-const struct timespec *kb_join_deadline(const struct kb_run *run)
+void kb__join_expire(struct kb_run *run)
 {
-    return run->join_timed && !ck_pr_load_int(&run->join_due) ? &run->join_deadline : NULL;
-}
-
-void kb_join_expire(struct kb_run *run)
-{
-    if (kb_join_deadline(run) && kb_time_passed(&run->join_deadline))
-        ck_pr_store_int(&run->join_due, 1);
+    if (kb__join_deadline(run) && kb__time_passed(&run->join.deadline))
+        ck_pr_store_int(&run->join.due, 1);
 }
 
 /* Driver: take the baton back. In a timed kb_join the ranks run round
  * boundaries themselves as in kb_spawn; the driver sleeps no longer than
  * the join's deadline, then raises join_due, so that the rank ending the
- * current round hands the baton back (kb_round_boundary), and waits on.
+ * current round hands the baton back (kb__round_boundary), and waits on.
  * No clock is read on the ranks' side. */
 static void driver_wait(struct kb_run *run)
 {
     struct kb_slot *slot = &run->ctx->driver_slot;
-    if (run->stall_ms) {
-        kb_watch_wait(run); /* minds the join's deadline too */
+    if (run->opt.stall_ms) {
+        kb__watch_wait(run); /* minds the join's deadline too */
         return;
     }
-    const struct timespec *deadline = kb_join_deadline(run);
+    const struct timespec *deadline = kb__join_deadline(run);
     if (deadline) {
-        if (kb_slot_wait_yield_until(slot, run->park_look_ns, deadline) == 0)
+        if (kb__slot_wait_yield_until(slot, run->park_look_ns, deadline) == 0)
             return;
-        kb_join_expire(run);
+        kb__join_expire(run);
     }
     struct kb_wait_budget park = {.look_ns = run->park_look_ns}; /* never nudged */
-    kb_slot_wait_budget(slot, &park);
+    kb__slot_wait_budget(slot, &park);
 }
 
-void kb_wait_nudges(struct kb_run *run)
+void kb__wait_nudges(struct kb_run *run)
 {
     for (int i = 0; run->rank_wait.watch && i < run->nprocs; i++) {
         struct kb_worker *w = run->ranks[i].w;
@@ -161,19 +156,19 @@ static void join_if_exited(struct kb_run *run, struct kb_rank *rk)
 {
     if (!rk->w || !rk->w->exited)
         return;
-    kb_wait_nudges(run);
-    kb_worker_end(run->ctx, rk->w);
+    kb__wait_nudges(run);
+    kb__worker_end(run->ctx, rk->w);
     rk->w = NULL;
 }
 
 static void cancel_rank(struct kb_run *run, struct kb_rank *rk)
 {
     rk->cancelled = 1;
-    kb_tl_instant(run, rk->index, KB_TL_CANCEL, 0, 0);
+    kb__tl_instant(run, rk->index, KB_TL_CANCEL, 0, 0);
     if (rk->state == KB_RS_NEW) {
         /* Never started: finished without ever calling fn. Its worker
          * keeps waiting and goes back to the pool at teardown. */
-        kb_rank_retire(run, rk);
+        kb__rank_retire(run, rk);
         return;
     }
     /* Started, so suspended at a suspension point: resume it there; it
@@ -182,23 +177,22 @@ static void cancel_rank(struct kb_run *run, struct kb_rank *rk)
     run->stop = KB_STOP_NONE;
     run->norder = 0; /* a cancelled rank's turn ends at the driver */
     run->pos = 0;
-    kb_handoff(run, rk->index);
+    kb__handoff(run, rk->index);
     driver_wait(run);
     join_if_exited(run, rk);
 }
 
-void kb_sched_cancel_all(struct kb_run *run, int abort_engine)
+void kb__sched_cancel_all(struct kb_run *run)
 {
     for (int i = 0; i < run->nprocs; i++) {
         struct kb_rank *rk = &run->ranks[i];
         if (rk->state != KB_RS_FINISHED)
             cancel_rank(run, rk);
     }
-    if (abort_engine)
-        kb_engine_abort(run->ctx); /* sees the queues still full */
-    kb_queue_clear(&run->ctx->waits);
-    kb_queue_clear(&run->ctx->colls);
-    run->failed = 1;
+    kb__engine_abort(run->ctx); /* sees the queues still full */
+    kb__queue_clear(&run->ctx->waits);
+    kb__queue_clear(&run->ctx->colls);
+    run->failure.failed = 1;
 }
 
 /* The spawn stops with code (KB_ESPAWN, KB_ETIMEDOUT or KB_EDIVERGED):
@@ -206,12 +200,12 @@ void kb_sched_cancel_all(struct kb_run *run, int abort_engine)
 static int stop_run(struct kb_run *run, int code)
 {
     if (code != KB_ESPAWN) {
-        run->live = kb_calloc((size_t)(run->nlive > 0 ? run->nlive : 1), sizeof *run->live);
-        for (int i = 0; run->live && i < run->nprocs; i++) {
+        run->failure.live = kb__calloc((size_t)(run->nlive > 0 ? run->nlive : 1), sizeof *run->failure.live);
+        for (int i = 0; run->failure.live && i < run->nprocs; i++) {
             struct kb_rank *rk = &run->ranks[i];
             if (rk->state == KB_RS_FINISHED)
                 continue;
-            kb_live_rank *l = &run->live[run->nlive_snapshot++];
+            kb_live_rank *l = &run->failure.live[run->failure.nlive++];
             l->rank = i;
             l->where = rk->state == KB_RS_NEW        ? KB_AT_START
                        : rk->susp == KB_SUSP_WAIT    ? KB_AT_WAIT
@@ -220,78 +214,89 @@ static int stop_run(struct kb_run *run, int code)
             l->handle = l->where == KB_AT_WAIT ? rk->susp_handle : 0;
         }
     }
-    run->fail_code = code;
-    if (run->record && code != KB_ESPAWN)
-        kb_record_end(run->record, "%s", code == KB_ETIMEDOUT ? "timeout" : "diverged");
-    kb_tl_instant(run, KB_DRIVER, KB_TL_STOP, 0, code);
-    kb_sched_cancel_all(run, 1);
+    run->failure.code = code;
+    if (run->files.record && code != KB_ESPAWN)
+        kb__record_end(run->files.record, "%s", code == KB_ETIMEDOUT ? "timeout" : "diverged");
+    kb__tl_instant(run, KB_DRIVER, KB_TL_STOP, 0, code);
+    kb__sched_cancel_all(run);
     return code;
 }
 
-/* The live ranks in rank order, as "[0, 2, 3]" into buf. */
-static void live_list(const struct kb_run *run, const int *ranks, int n, char *buf, size_t cap)
+/* A rank list as "[0, 2, 3]" (malloc'd), or NULL. */
+static char *rank_list(const int *ranks, int n)
 {
-    size_t len = (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < n && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? ", " : "", ranks[i]);
-    if (len < cap)
-        snprintf(buf + len, cap - len, "]");
-    (void)run;
+    struct kb_strbuf b = {0};
+    kb__strbuf_addf(&b, "[");
+    for (int i = 0; i < n; i++)
+        kb__strbuf_addf(&b, "%s%d", i ? ", " : "", ranks[i]);
+    kb__strbuf_addf(&b, "]");
+    return kb__strbuf_take(&b);
 }
 
 /* A replay that checks the program against it (not a partial schedule). */
 static int replay_strict(const struct kb_run *run)
 {
-    return run->replay && !kb_replay_partial(run->replay);
+    return run->files.replay && !kb__replay_partial(run->files.replay);
 }
 
-/* Build this round's order. 0, or KB_EDIVERGED (run->stop_detail set). */
+/* The replay's order for this round, run->order holding the live ranks in
+ * rank order. 0, or KB_EDIVERGED with run->failure.detail set: the
+ * recording ended, or its round has other live ranks than the program. */
+static int replay_order(struct kb_run *run, uint64_t round)
+{
+    const int *want;
+    int nwant;
+    struct kb_failure *f = &run->failure;
+    if (!kb__replay_round(run->files.replay, round, &want, &nwant)) {
+        f->diverged_turn = run->counters.turns + 1;
+        char *live = rank_list(run->order, run->norder);
+        f->detail =
+            kb__format("replay diverged at turn %llu (round %llu): the recording ends after round %llu, "
+                       "ranks %s are still live",
+                       (unsigned long long)f->diverged_turn, (unsigned long long)round,
+                       (unsigned long long)(round - 1), live ? live : "(out of memory)");
+        free(live);
+        return KB_EDIVERGED;
+    }
+    if (!kb__replay_same_ranks(want, nwant, run->order, run->norder)) {
+        f->diverged_turn = run->counters.turns + 1;
+        int *sorted = kb__replay_sorted(want, nwant);
+        char *live = rank_list(run->order, run->norder), *rec = rank_list(sorted ? sorted : want, nwant);
+        free(sorted);
+        f->detail = kb__format("replay diverged at turn %llu (round %llu): the recording has ranks %s live, "
+                               "the program %s",
+                               (unsigned long long)f->diverged_turn, (unsigned long long)round,
+                               rec ? rec : "(out of memory)", live ? live : "(out of memory)");
+        free(live);
+        free(rec);
+        return KB_EDIVERGED;
+    }
+    for (int i = 0; i < nwant; i++)
+        run->order[i] = want[i];
+    return 0;
+}
+
+/* Build this round's order. 0, or KB_EDIVERGED (run->failure.detail set). */
 static int build_order(struct kb_run *run)
 {
     run->norder = 0;
     for (int i = 0; i < run->nprocs; i++)
         if (run->ranks[i].state != KB_RS_FINISHED)
             run->order[run->norder++] = i;
-    uint64_t round = run->rounds + 1;
-    if (run->replay && kb_replay_partial(run->replay)) {
+    uint64_t round = run->counters.rounds + 1;
+    if (run->files.replay && kb__replay_partial(run->files.replay)) {
         const int *want;
         int nwant;
-        if (kb_replay_round(run->replay, round, &want, &nwant))
-            kb_order_partial(run, want, nwant);
-    } else if (run->replay) {
-        const int *want;
-        int nwant;
-        if (!kb_replay_round(run->replay, round, &want, &nwant)) {
-            run->diverged_turn = run->turns + 1;
-            char live[256];
-            live_list(run, run->order, run->norder, live, sizeof live);
-            run->stop_detail = kb_format("replay diverged at turn %llu (round %llu): the recording ends "
-                                         "after round %llu, ranks %s are still live",
-                                         (unsigned long long)run->diverged_turn, (unsigned long long)round,
-                                         (unsigned long long)(round - 1), live);
-            return KB_EDIVERGED;
-        }
-        if (!kb_replay_same_ranks(want, nwant, run->order, run->norder)) {
-            run->diverged_turn = run->turns + 1;
-            char live[256], rec[256];
-            live_list(run, run->order, run->norder, live, sizeof live);
-            int *sorted = kb_replay_sorted(want, nwant);
-            live_list(run, sorted ? sorted : want, nwant, rec, sizeof rec);
-            free(sorted);
-            run->stop_detail =
-                kb_format("replay diverged at turn %llu (round %llu): the recording has ranks "
-                          "%s live, the program %s",
-                          (unsigned long long)run->diverged_turn, (unsigned long long)round, rec, live);
-            return KB_EDIVERGED;
-        }
-        for (int i = 0; i < nwant; i++)
-            run->order[i] = want[i];
-    } else if (run->schedule == KB_SCHED_SEEDED) {
-        kb_order_seeded(run); /* the same seed, the same orders */
-    } else if (run->schedule == KB_SCHED_PCT) {
-        kb_order_pct(run, round);
-    } else if (run->schedule == KB_SCHED_EXHAUSTIVE) {
-        kb_order_exhaustive(run, round);
+        if (kb__replay_round(run->files.replay, round, &want, &nwant))
+            kb__order_partial(run, want, nwant);
+    } else if (run->files.replay) {
+        return replay_order(run, round);
+    } else if (run->strategy.kind == KB_SCHED_SEEDED) {
+        kb__order_seeded(run); /* the same seed, the same orders */
+    } else if (run->strategy.kind == KB_SCHED_PCT) {
+        kb__order_pct(run, round);
+    } else if (run->strategy.kind == KB_SCHED_EXHAUSTIVE) {
+        kb__order_exhaustive(run, round);
     }
     return 0;
 }
@@ -299,158 +304,116 @@ static int build_order(struct kb_run *run)
 /* Start the round whose order is built: count and record it. Holder only. */
 static void begin_round(struct kb_run *run)
 {
-    run->rounds++;
-    if (run->record) {
-        kb_record_round(run->record, run->rounds, run->order, run->norder);
-        kb_record_flush(run->record); /* on disk before any of its turns */
+    run->counters.rounds++;
+    if (run->files.record) {
+        kb__record_round(run->files.record, run->counters.rounds, run->order, run->norder);
+        kb__record_flush(run->files.record); /* on disk before any of its turns */
     }
-    run->round_t0 = run->tl ? kb_now_ns() : 0;
+    run->round_t0 = run->files.tl ? kb__now_ns() : 0;
     run->stop = KB_STOP_NONE;
     run->pos = 0;
 }
 
 static void end_round(struct kb_run *run)
 {
-    if (run->tl)
-        kb_tl_slice(run, KB_DRIVER, KB_TL_ROUND, run->round_t0, kb_now_ns(), 0, (int64_t)run->rounds);
+    if (run->files.tl)
+        kb__tl_slice(run, KB_DRIVER, KB_TL_ROUND, run->round_t0, kb__now_ns(), 0,
+                     (int64_t)run->counters.rounds);
 }
 
-int kb_round_boundary(struct kb_run *run)
+int kb__round_boundary(struct kb_run *run)
 {
     /* Anything for the driver: a drain with work (the engine's hooks run
      * on the driver), the end of the spawn, a round limit, a strict
      * replay to check, or a timed kb_join whose deadline passed (join_due: one load
      * of a word the driver writes at most once per join). */
-    if (ck_pr_load_int(&run->join_due) || replay_strict(run) || run->nlive == 0 ||
-        kb_queue_len(&run->ctx->waits) > 0 || kb_queue_len(&run->ctx->colls) > 0 ||
-        (run->max_rounds && run->rounds >= run->max_rounds))
+    if (ck_pr_load_int(&run->join.due) || replay_strict(run) || run->nlive == 0 ||
+        kb__queue_len(&run->ctx->waits) > 0 || kb__queue_len(&run->ctx->colls) > 0 ||
+        (run->opt.max_rounds && run->counters.rounds >= run->opt.max_rounds))
         return KB_DRIVER;
     end_round(run);
     /* The round's drain, which has nothing to do: still exactly one per
      * round, in the statistics, the record and the timeline. */
-    run->drains++;
-    if (run->tl) {
-        uint64_t now = kb_now_ns();
-        kb_tl_slice(run, KB_DRIVER, KB_TL_DRAIN, now, now, 0, (int64_t)run->rounds);
+    run->counters.drains++;
+    if (run->files.tl) {
+        uint64_t now = kb__now_ns();
+        kb__tl_slice(run, KB_DRIVER, KB_TL_DRAIN, now, now, 0, (int64_t)run->counters.rounds);
     }
-    if (run->record)
-        kb_record_drain(run->record, run->rounds, 0);
+    if (run->files.record)
+        kb__record_drain(run->files.record, run->counters.rounds, 0);
     build_order(run); /* cannot diverge: no strict replay here */
     begin_round(run);
     return run->order[0];
 }
 
-int kb_sched_round(struct kb_run *run)
+/* No rank is live: 1, or KB_EDIVERGED when a strict replay has rounds
+ * the program did not run. */
+static int all_finished(struct kb_run *run)
 {
-    if (run->nlive == 0) {
-        if (replay_strict(run) && kb_replay_rounds(run->replay) > run->rounds) {
-            run->diverged_turn = run->turns + 1;
-            run->stop_detail =
-                kb_format("replay diverged at turn %llu (round %llu): every rank finished after "
-                          "round %llu, the recording has %llu rounds",
-                          (unsigned long long)run->diverged_turn, (unsigned long long)(run->rounds + 1),
-                          (unsigned long long)run->rounds, (unsigned long long)kb_replay_rounds(run->replay));
-            return stop_run(run, KB_EDIVERGED);
-        }
+    uint64_t rounds = run->counters.rounds;
+    if (!replay_strict(run) || kb__replay_rounds(run->files.replay) <= rounds)
         return 1;
-    }
-    if (run->max_rounds && run->rounds >= run->max_rounds) {
-        run->stop_detail =
-            kb_format("spawn stopped after %llu rounds (max_rounds)", (unsigned long long)run->rounds);
+    run->failure.diverged_turn = run->counters.turns + 1;
+    run->failure.detail =
+        kb__format("replay diverged at turn %llu (round %llu): every rank finished after "
+                   "round %llu, the recording has %llu rounds",
+                   (unsigned long long)run->failure.diverged_turn, (unsigned long long)(rounds + 1),
+                   (unsigned long long)rounds, (unsigned long long)kb__replay_rounds(run->files.replay));
+    return stop_run(run, KB_EDIVERGED);
+}
+
+/* The drain after the ranks' part of a round: 0, or KB_ESPAWN when an
+ * engine wait failed (the run stopped). */
+static int drain_round(struct kb_run *run)
+{
+    uint64_t waits0 = run->counters.engine_waits;
+    uint64_t t0 = run->files.tl ? kb__now_ns() : 0;
+    int rc = kb__drain(run->ctx, &run->failure.drain_handle, &run->failure.drain_origin);
+    run->counters.drains++;
+    if (run->files.tl)
+        kb__tl_slice(run, KB_DRIVER, KB_TL_DRAIN, t0, kb__now_ns(), 0, (int64_t)run->counters.rounds);
+    if (run->files.record)
+        kb__record_drain(run->files.record, run->counters.rounds, run->counters.engine_waits - waits0);
+    if (rc == 0)
+        return 0;
+    run->failure.drain_code = rc;
+    kb__tl_instant(run, KB_DRIVER, KB_TL_DRAIN_FAIL, run->failure.drain_handle, rc);
+    if (run->files.record)
+        kb__record_end(run->files.record, "failed drain");
+    return stop_run(run, KB_ESPAWN);
+}
+
+int kb__sched_round(struct kb_run *run)
+{
+    if (run->nlive == 0)
+        return all_finished(run);
+    if (run->opt.max_rounds && run->counters.rounds >= run->opt.max_rounds) {
+        run->failure.detail = kb__format("spawn stopped after %llu rounds (max_rounds)",
+                                         (unsigned long long)run->counters.rounds);
         return stop_run(run, KB_ETIMEDOUT);
     }
     if (build_order(run) != 0)
         return stop_run(run, KB_EDIVERGED);
     begin_round(run);
-    struct kb_slot *ahead = kb_ahead_of(run, KB_DRIVER, run->order[0]);
-    kb_handoff(run, run->order[0]);
+    struct kb_slot *ahead = kb__nudge_target(run, KB_DRIVER, run->order[0]);
+    kb__handoff(run, run->order[0]);
     if (ahead)
-        kb_slot_nudge(ahead); /* safe after the post: only the driver frees workers */
+        kb__slot_nudge(ahead); /* safe after the post: only the driver frees workers */
     /* Ranks now pass the baton among themselves, through as many rounds
-     * as need no drain work (kb_round_boundary), until one hands it back. */
+     * as need no drain work (kb__round_boundary), until one hands it back. */
     driver_wait(run);
     end_round(run);
     if (run->stop == KB_STOP_FAILED) {
         join_if_exited(run, &run->ranks[run->failed_rank]);
-        if (run->record)
-            kb_record_end(run->record, "failed rank %d", run->failed_rank);
+        if (run->files.record)
+            kb__record_end(run->files.record, "failed rank %d", run->failed_rank);
         return stop_run(run, KB_ESPAWN);
     }
-    uint64_t waits0 = run->engine_waits;
-    uint64_t t0 = run->tl ? kb_now_ns() : 0;
-    int rc = kb_drain(run->ctx, &run->drain_handle, &run->drain_origin);
-    run->drains++;
-    if (run->tl)
-        kb_tl_slice(run, KB_DRIVER, KB_TL_DRAIN, t0, kb_now_ns(), 0, (int64_t)run->rounds);
-    if (run->record)
-        kb_record_drain(run->record, run->rounds, run->engine_waits - waits0);
-    if (rc != 0) {
-        run->drain_code = rc;
-        kb_tl_instant(run, KB_DRIVER, KB_TL_DRAIN_FAIL, run->drain_handle, rc);
-        if (run->record)
-            kb_record_end(run->record, "failed drain");
-        return stop_run(run, KB_ESPAWN);
-    }
-    if (run->nlive == 0) {
-        if (replay_strict(run) && kb_replay_rounds(run->replay) > run->rounds)
-            return kb_sched_round(run); /* reports the divergence */
-        if (run->record)
-            kb_record_end(run->record, "ok");
-        return 1;
-    }
-    return 0;
-}
-
-/* ---- turn accounting ---------------------------------------------------- */
-
-uint64_t kb_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-void kb_turn_begin(struct kb_rank *rk)
-{
-    struct kb_run *run = rk->run;
-    if (!run->observe)
-        return;
-    rk->turn_start_ns = kb_now_ns();
-    if (run->rank_cpu_ns)
-        rk->turn_cpu_ns = thread_cpu_ns();
-}
-
-void kb_turn_end(struct kb_rank *rk)
-{
-    struct kb_run *run = rk->run;
-    if (!run->observe)
-        return;
-    if (run->rank_cpu_ns)
-        run->rank_cpu_ns[rk->index] += thread_cpu_ns() - rk->turn_cpu_ns;
-    if (run->tl)
-        kb_tl_slice(run, rk->index, KB_TL_TURN, rk->turn_start_ns, kb_now_ns(), 0, (int64_t)run->rounds);
-}
-
-void kb_stats_fill(const struct kb_run *run, kb_spawn_stats *st)
-{
-    st->rounds = run->rounds;
-    st->turns = run->turns;
-    st->handoffs = run->handoffs;
-    st->drains = run->drains;
-    st->engine_waits = run->engine_waits;
-    st->collectives = run->collectives;
-    st->wall_ns = kb_now_ns() - run->start_ns;
-    for (size_t i = 0; i < st->rank_cap && i < (size_t)run->nprocs; i++) {
-        if (st->rank_turns)
-            st->rank_turns[i] = run->rank_turns ? run->rank_turns[i] : 0;
-        if (st->rank_cpu_ns)
-            st->rank_cpu_ns[i] = run->rank_cpu_ns ? run->rank_cpu_ns[i] : 0;
-    }
+    int rc = drain_round(run);
+    if (rc != 0 || run->nlive > 0)
+        return rc;
+    rc = all_finished(run);
+    if (rc == 1 && run->files.record)
+        kb__record_end(run->files.record, "ok");
+    return rc;
 }

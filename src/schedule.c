@@ -10,60 +10,33 @@
 
 #include "alloc.h"
 #include "kbthreads.h"
+#include "sort.h"
+#include "strbuf.h"
 
 /* The record is written as the spawn runs: lines are appended to a buffer
  * by the baton holder (the driver, or the rank running a round boundary)
- * and written out with one write(2) when a round begins (kb_record_flush),
+ * and written out with one write(2) when a round begins (kb__record_flush),
  * so a process that crashes or is killed leaves every round it started on
  * disk, and nothing is written inside a round. */
 struct kb_record {
     int fd;
-    char *buf;
-    size_t len, cap;
-    int oom;
-    int err; /* the first write error, a negative errno */
+    struct kb_strbuf buf; /* what the next flush writes */
+    int err;              /* the first write error, a negative errno */
 };
-
-static void append(struct kb_record *r, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-static void append(struct kb_record *r, const char *fmt, va_list ap)
-{
-    if (r->oom)
-        return;
-    va_list ap2;
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
-    va_end(ap2);
-    if (n < 0)
-        return;
-    if (r->len + (size_t)n + 1 > r->cap) {
-        size_t ncap = r->cap ? r->cap : 4096;
-        while (ncap < r->len + (size_t)n + 1)
-            ncap *= 2;
-        char *nb = kb_realloc(r->buf, ncap);
-        if (!nb) {
-            r->oom = 1;
-            return;
-        }
-        r->buf = nb;
-        r->cap = ncap;
-    }
-    vsnprintf(r->buf + r->len, (size_t)n + 1, fmt, ap);
-    r->len += (size_t)n;
-}
 
 static void put(struct kb_record *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(struct kb_record *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    append(r, fmt, ap);
+    kb__strbuf_vaddf(&r->buf, fmt, ap);
     va_end(ap);
 }
 
-int kb_record_open(const char *path, int append_to, int spawn, int nprocs, const char *schedule,
-                   struct kb_record **out)
+int kb__record_open(const char *path, int append_to, int spawn, int nprocs, const char *schedule,
+                    struct kb_record **out)
 {
-    struct kb_record *r = kb_calloc(1, sizeof *r);
+    struct kb_record *r = kb__calloc(1, sizeof *r);
     if (!r)
         return KB_ENOMEM;
     r->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append_to ? O_APPEND : O_TRUNC), 0666);
@@ -76,24 +49,24 @@ int kb_record_open(const char *path, int append_to, int spawn, int nprocs, const
     if (spawn > 0)
         put(r, "spawn %d\n", spawn);
     put(r, "nprocs %d\nschedule %s\n", nprocs, schedule);
-    kb_record_flush(r);
+    kb__record_flush(r);
     *out = r;
     return 0;
 }
 
-void kb_record_flush(struct kb_record *r)
+void kb__record_flush(struct kb_record *r)
 {
-    for (size_t off = 0; off < r->len && !r->err;) {
-        ssize_t n = write(r->fd, r->buf + off, r->len - off);
+    for (size_t off = 0; off < r->buf.len && !r->err;) {
+        ssize_t n = write(r->fd, r->buf.s + off, r->buf.len - off);
         if (n < 0 && errno != EINTR)
             r->err = -errno;
         else if (n > 0)
             off += (size_t)n;
     }
-    r->len = 0;
+    r->buf.len = 0;
 }
 
-void kb_record_round(struct kb_record *r, uint64_t round, const int *order, int n)
+void kb__record_round(struct kb_record *r, uint64_t round, const int *order, int n)
 {
     put(r, "round %llu", (unsigned long long)round);
     for (int i = 0; i < n; i++)
@@ -101,29 +74,29 @@ void kb_record_round(struct kb_record *r, uint64_t round, const int *order, int 
     put(r, "\n");
 }
 
-void kb_record_drain(struct kb_record *r, uint64_t round, uint64_t engine_waits)
+void kb__record_drain(struct kb_record *r, uint64_t round, uint64_t engine_waits)
 {
     put(r, "drain %llu %llu\n", (unsigned long long)round, (unsigned long long)engine_waits);
 }
 
-void kb_record_end(struct kb_record *r, const char *fmt, ...)
+void kb__record_end(struct kb_record *r, const char *fmt, ...)
 {
     put(r, "end ");
     va_list ap;
     va_start(ap, fmt);
-    append(r, fmt, ap);
+    kb__strbuf_vaddf(&r->buf, fmt, ap);
     va_end(ap);
     put(r, "\n");
 }
 
-int kb_record_close(struct kb_record *r)
+int kb__record_close(struct kb_record *r)
 {
-    if (!r->oom)
-        kb_record_flush(r);
-    int rc = r->oom ? KB_ENOMEM : r->err;
+    if (!r->buf.failed)
+        kb__record_flush(r);
+    int rc = r->buf.failed ? KB_ENOMEM : r->err;
     if (close(r->fd) != 0 && rc == 0)
         rc = -errno;
-    free(r->buf);
+    kb__strbuf_free(&r->buf);
     free(r);
     return rc;
 }
@@ -133,7 +106,7 @@ int kb_record_close(struct kb_record *r)
 /* One recording (a section of a file: docs/scheduling.md). */
 struct kb_replay {
     int nprocs;
-    int partial;  /* a "partial" line: see kb_replay_partial */
+    int partial;  /* a "partial" line: see kb__replay_partial */
     int numbered; /* a "spawn" line: one of a process's several recordings */
     uint64_t nrounds;
     uint64_t *nums; /* nums[i]: the round number orders[i] is for */
@@ -141,7 +114,7 @@ struct kb_replay {
     int *lens;
 };
 
-void kb_replay_free(struct kb_replay *r)
+void kb__replay_free(struct kb_replay *r)
 {
     if (!r)
         return;
@@ -155,15 +128,15 @@ void kb_replay_free(struct kb_replay *r)
 
 static int add_round(struct kb_replay *r, uint64_t num, int *order, int n)
 {
-    int **no = kb_realloc(r->orders, (r->nrounds + 1) * sizeof *no);
+    int **no = kb__realloc(r->orders, (r->nrounds + 1) * sizeof *no);
     if (!no)
         return KB_ENOMEM;
     r->orders = no;
-    int *nl = kb_realloc(r->lens, (r->nrounds + 1) * sizeof *nl);
+    int *nl = kb__realloc(r->lens, (r->nrounds + 1) * sizeof *nl);
     if (!nl)
         return KB_ENOMEM;
     r->lens = nl;
-    uint64_t *nn = kb_realloc(r->nums, (r->nrounds + 1) * sizeof *nn);
+    uint64_t *nn = kb__realloc(r->nums, (r->nrounds + 1) * sizeof *nn);
     if (!nn)
         return KB_ENOMEM;
     r->nums = nn;
@@ -184,8 +157,8 @@ static int parse_round(struct kb_replay *r, char *rest)
     uint64_t last = r->nrounds ? r->nums[r->nrounds - 1] : 0;
     if (errno || end == rest || r->nprocs <= 0 || (r->partial ? k <= last : k != last + 1))
         return KB_EINVAL;
-    int *order = kb_malloc((size_t)r->nprocs * sizeof *order);
-    char *seen = kb_calloc((size_t)r->nprocs, 1);
+    int *order = kb__malloc((size_t)r->nprocs * sizeof *order);
+    char *seen = kb__calloc((size_t)r->nprocs, 1);
     if (!order || !seen) {
         free(order);
         free(seen);
@@ -253,17 +226,17 @@ struct sections {
 static void sections_free(struct sections *s)
 {
     for (int i = 0; i < s->n; i++)
-        kb_replay_free(s->v[i]);
+        kb__replay_free(s->v[i]);
     free(s->v);
 }
 
 static int new_section(struct sections *s)
 {
-    struct kb_replay **nv = kb_realloc(s->v, (size_t)(s->n + 1) * sizeof *nv);
+    struct kb_replay **nv = kb__realloc(s->v, (size_t)(s->n + 1) * sizeof *nv);
     if (!nv)
         return KB_ENOMEM;
     s->v = nv;
-    if (!(s->v[s->n] = kb_calloc(1, sizeof **s->v)))
+    if (!(s->v[s->n] = kb__calloc(1, sizeof **s->v)))
         return KB_ENOMEM;
     s->v[s->n++]->nprocs = -1;
     return 0;
@@ -299,7 +272,7 @@ static int read_sections(FILE *f, struct sections *s, int *line)
     return rc;
 }
 
-int kb_replay_open(const char *path, int nprocs, int spawn, struct kb_replay **out, int *line)
+int kb__replay_open(const char *path, int nprocs, int spawn, struct kb_replay **out, int *line)
 {
     *line = 0;
     *out = NULL;
@@ -330,17 +303,17 @@ int kb_replay_open(const char *path, int nprocs, int spawn, struct kb_replay **o
     return rc;
 }
 
-int kb_replay_partial(const struct kb_replay *r)
+int kb__replay_partial(const struct kb_replay *r)
 {
     return r->partial;
 }
 
-int kb_replay_nprocs(const struct kb_replay *r)
+int kb__replay_nprocs(const struct kb_replay *r)
 {
     return r->nprocs;
 }
 
-int kb_replay_round(const struct kb_replay *r, uint64_t round, const int **order, int *n)
+int kb__replay_round(const struct kb_replay *r, uint64_t round, const int **order, int *n)
 {
     uint64_t lo = 0, hi = r->nrounds; /* the first entry numbered >= round */
     while (lo < hi) {
@@ -357,32 +330,26 @@ int kb_replay_round(const struct kb_replay *r, uint64_t round, const int **order
     return 1;
 }
 
-uint64_t kb_replay_rounds(const struct kb_replay *r)
+uint64_t kb__replay_rounds(const struct kb_replay *r)
 {
     return r->nrounds;
 }
 
-static int cmp_int(const void *a, const void *b)
+int *kb__replay_sorted(const int *a, int n)
 {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-int *kb_replay_sorted(const int *a, int n)
-{
-    int *s = kb_malloc((size_t)(n > 0 ? n : 1) * sizeof *s);
+    int *s = kb__malloc((size_t)(n > 0 ? n : 1) * sizeof *s);
     if (!s)
         return NULL;
     memcpy(s, a, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_int);
+    kb__sort_ints(s, (size_t)n);
     return s;
 }
 
-int kb_replay_same_ranks(const int *a, int na, const int *b, int nb)
+int kb__replay_same_ranks(const int *a, int na, const int *b, int nb)
 {
     if (na != nb)
         return 0;
-    int *sa = kb_replay_sorted(a, na), *sb = kb_replay_sorted(b, nb);
+    int *sa = kb__replay_sorted(a, na), *sb = kb__replay_sorted(b, nb);
     int same = sa && sb && memcmp(sa, sb, (size_t)na * sizeof *sa) == 0;
     free(sa);
     free(sb);

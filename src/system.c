@@ -9,7 +9,7 @@
 #include <execinfo.h>
 #endif
 
-int kb_sys_tid(void)
+int kb__sys_tid(void)
 {
 #ifdef KB_HAVE_GETTID
     return (int)gettid();
@@ -18,7 +18,7 @@ int kb_sys_tid(void)
 #endif
 }
 
-void kb_sys_name_thread(pthread_t t, const char *name)
+void kb__sys_name_thread(pthread_t t, const char *name)
 {
 #ifdef KB_HAVE_SETNAME
     /* Linux keeps 15 bytes and refuses more (ERANGE): cut, not lose. */
@@ -33,30 +33,30 @@ void kb_sys_name_thread(pthread_t t, const char *name)
 }
 
 #ifdef KB_HAVE_AFFINITY
-int kb_sys_get_affinity(struct kb_cpumask *m)
+int kb__sys_get_affinity(struct kb_cpumask *m)
 {
     return pthread_getaffinity_np(pthread_self(), sizeof m->set, &m->set) == 0 ? 0 : -1;
 }
 
-int kb_sys_set_affinity(const struct kb_cpumask *m)
+int kb__sys_set_affinity(const struct kb_cpumask *m)
 {
     return pthread_setaffinity_np(pthread_self(), sizeof m->set, &m->set) == 0 ? 0 : -1;
 }
 
-int kb_sys_pin_self(int cpu)
+int kb__sys_pin_self(int cpu)
 {
     struct kb_cpumask one;
     CPU_ZERO(&one.set);
     CPU_SET(cpu, &one.set);
-    return kb_sys_set_affinity(&one);
+    return kb__sys_set_affinity(&one);
 }
 
-int kb_sys_mask_count(const struct kb_cpumask *m)
+int kb__sys_mask_count(const struct kb_cpumask *m)
 {
     return CPU_COUNT(&m->set);
 }
 
-int kb_sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap)
+int kb__sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap)
 {
     int n = 0;
     for (int cpu = 0; cpu < CPU_SETSIZE && n < cap; cpu++)
@@ -65,37 +65,37 @@ int kb_sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap)
     return n;
 }
 
-int kb_sys_current_cpu(void)
+int kb__sys_current_cpu(void)
 {
     int cpu = sched_getcpu();
     return cpu >= 0 ? cpu : 0;
 }
 #else
-int kb_sys_get_affinity(struct kb_cpumask *m)
+int kb__sys_get_affinity(struct kb_cpumask *m)
 {
     m->none = 0;
     return -1;
 }
 
-int kb_sys_set_affinity(const struct kb_cpumask *m)
+int kb__sys_set_affinity(const struct kb_cpumask *m)
 {
     (void)m;
     return -1;
 }
 
-int kb_sys_pin_self(int cpu)
+int kb__sys_pin_self(int cpu)
 {
     (void)cpu;
     return -1;
 }
 
-int kb_sys_mask_count(const struct kb_cpumask *m)
+int kb__sys_mask_count(const struct kb_cpumask *m)
 {
     (void)m;
     return 0;
 }
 
-int kb_sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap)
+int kb__sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap)
 {
     (void)m;
     (void)cpus;
@@ -103,13 +103,13 @@ int kb_sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap)
     return 0;
 }
 
-int kb_sys_current_cpu(void)
+int kb__sys_current_cpu(void)
 {
     return 0;
 }
 #endif
 
-void kb_sys_backtrace_fd(int fd)
+void kb__sys_backtrace_fd(int fd)
 {
 #ifdef KB_HAVE_BACKTRACE
     void *frames[64];
@@ -122,7 +122,7 @@ void kb_sys_backtrace_fd(int fd)
 #endif
 }
 
-void kb_sys_backtrace_warm(void)
+void kb__sys_backtrace_warm(void)
 {
 #ifdef KB_HAVE_BACKTRACE
     void *warm[1];

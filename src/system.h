@@ -23,26 +23,26 @@ struct kb_cpumask {
 
 /* The calling thread's kernel thread id for debuggers, 0 where there is
  * none to give (the gdb script then matches threads by pthread_t). */
-int kb_sys_tid(void);
+int kb__sys_tid(void);
 /* Name thread t (at most 15 bytes are kept); nothing where the system
  * cannot name another thread. */
-void kb_sys_name_thread(pthread_t t, const char *name);
+void kb__sys_name_thread(pthread_t t, const char *name);
 /* The calling thread's affinity: 0, or -1 (none to read). */
-int kb_sys_get_affinity(struct kb_cpumask *m);
+int kb__sys_get_affinity(struct kb_cpumask *m);
 /* Set the calling thread's affinity: 0, or -1. */
-int kb_sys_set_affinity(const struct kb_cpumask *m);
+int kb__sys_set_affinity(const struct kb_cpumask *m);
 /* Pin the calling thread to cpu: 0, or -1 (not allowed, or no affinity). */
-int kb_sys_pin_self(int cpu);
+int kb__sys_pin_self(int cpu);
 /* The CPUs in m, ascending, into cpus (room for cap; cap >= the count):
- * their number. kb_sys_mask_count(m) first tells how many. */
-int kb_sys_mask_count(const struct kb_cpumask *m);
-int kb_sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap);
+ * their number. kb__sys_mask_count(m) first tells how many. */
+int kb__sys_mask_count(const struct kb_cpumask *m);
+int kb__sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap);
 /* The CPU the calling thread runs on, 0 if unknown. */
-int kb_sys_current_cpu(void);
+int kb__sys_current_cpu(void);
 /* Write the calling thread's backtrace to fd, or a line saying there is
- * none; async-signal-safe once kb_sys_backtrace_warm has run. */
-void kb_sys_backtrace_fd(int fd);
+ * none; async-signal-safe once kb__sys_backtrace_warm has run. */
+void kb__sys_backtrace_fd(int fd);
 /* Load what the backtrace needs (libgcc_s) now, not in a signal handler. */
-void kb_sys_backtrace_warm(void);
+void kb__sys_backtrace_warm(void);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "run.h"
 
 struct kb_tl_event {
@@ -24,9 +25,9 @@ struct kb_timeline {
     int oom; /* events were dropped */
 };
 
-int kb_tl_open(struct kb_run *run, const char *path)
+int kb__tl_open(struct kb_run *run, const char *path)
 {
-    struct kb_timeline *tl = kb_calloc(1, sizeof *tl);
+    struct kb_timeline *tl = kb__calloc(1, sizeof *tl);
     if (!tl)
         return KB_ENOMEM;
     tl->f = fopen(path, "w");
@@ -35,19 +36,19 @@ int kb_tl_open(struct kb_run *run, const char *path)
         free(tl);
         return -e;
     }
-    tl->t0 = kb_now_ns();
-    run->tl = tl;
+    tl->t0 = kb__now_ns();
+    run->files.tl = tl;
     return 0;
 }
 
 static void add(struct kb_run *run, int track, int kind, uint64_t ts, uint64_t dur, kb_handle h, int64_t v)
 {
-    struct kb_timeline *tl = run->tl;
+    struct kb_timeline *tl = run->files.tl;
     if (!tl || tl->oom)
         return;
     if (tl->n == tl->cap) {
         size_t ncap = tl->cap ? tl->cap * 2 : 1024;
-        struct kb_tl_event *ne = kb_realloc(tl->ev, ncap * sizeof *ne);
+        struct kb_tl_event *ne = kb__realloc(tl->ev, ncap * sizeof *ne);
         if (!ne) {
             tl->oom = 1;
             return;
@@ -59,17 +60,17 @@ static void add(struct kb_run *run, int track, int kind, uint64_t ts, uint64_t d
         (struct kb_tl_event){.ts = ts, .dur = dur, .track = track, .kind = kind, .h = h, .v = v};
 }
 
-void kb_tl_slice(struct kb_run *run, int track, int kind, uint64_t start_ns, uint64_t end_ns, kb_handle h,
-                 int64_t v)
+void kb__tl_slice(struct kb_run *run, int track, int kind, uint64_t start_ns, uint64_t end_ns, kb_handle h,
+                  int64_t v)
 {
-    if (run->tl)
+    if (run->files.tl)
         add(run, track, kind, start_ns, end_ns - start_ns, h, v);
 }
 
-void kb_tl_instant(struct kb_run *run, int track, int kind, kb_handle h, int64_t v)
+void kb__tl_instant(struct kb_run *run, int track, int kind, kb_handle h, int64_t v)
 {
-    if (run->tl)
-        add(run, track, kind, kb_now_ns(), UINT64_MAX, h, v);
+    if (run->files.tl)
+        add(run, track, kind, kb__now_ns(), UINT64_MAX, h, v);
 }
 
 static const char *kind_name(int kind)
@@ -125,12 +126,12 @@ static void write_args(FILE *f, const struct kb_tl_event *e)
     }
 }
 
-int kb_tl_close(struct kb_run *run)
+int kb__tl_close(struct kb_run *run)
 {
-    struct kb_timeline *tl = run->tl;
+    struct kb_timeline *tl = run->files.tl;
     if (!tl)
         return 0;
-    run->tl = NULL;
+    run->files.tl = NULL;
     FILE *f = tl->f;
     fprintf(f,
             "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"library\":\"libkbthreads %s\",\"nprocs\":%d,"

@@ -30,12 +30,12 @@ enum kb_tl_kind {
 
 /* Start collecting for run: 0 or KB_ENOMEM. The file is opened now, so a
  * bad path fails before any rank runs (a negative errno). */
-int kb_tl_open(struct kb_run *run, const char *path);
+int kb__tl_open(struct kb_run *run, const char *path);
 /* track: a rank, or KB_DRIVER. No-ops without a timeline. */
-void kb_tl_slice(struct kb_run *run, int track, int kind, uint64_t start_ns, uint64_t end_ns, kb_handle h,
-                 int64_t v);
-void kb_tl_instant(struct kb_run *run, int track, int kind, kb_handle h, int64_t v);
+void kb__tl_slice(struct kb_run *run, int track, int kind, uint64_t start_ns, uint64_t end_ns, kb_handle h,
+                  int64_t v);
+void kb__tl_instant(struct kb_run *run, int track, int kind, kb_handle h, int64_t v);
 /* Write the JSON and free: 0 or a negative errno. */
-int kb_tl_close(struct kb_run *run);
+int kb__tl_close(struct kb_run *run);
 
 #endif

@@ -106,7 +106,7 @@ static void read_online(void)
 static int usable_cpus(void)
 {
     struct kb_cpumask mask;
-    int n = kb_sys_get_affinity(&mask) == 0 ? kb_sys_mask_count(&mask) : 0;
+    int n = kb__sys_get_affinity(&mask) == 0 ? kb__sys_mask_count(&mask) : 0;
     if (n > 0)
         return n;
     pthread_once(&online_once, read_online);
@@ -161,20 +161,20 @@ static void default_affinity(struct kb_run *run)
     run->park_look_ns = LOOK_NS;
 }
 
-void kb_wait_policy_resolve(struct kb_run *run)
+void kb__wait_policy_resolve(struct kb_run *run)
 {
     memset(&run->rank_wait, 0, sizeof run->rank_wait);
     run->park_look_ns = 0;
     if (under_valgrind())
         return;
-    switch (run->affinity) {
+    switch (run->opt.affinity) {
     case KB_AFFINITY_ONE_CPU:
         run->park_look_ns = run->nprocs <= PARK_MAX_RANKS_PINNED ? PARK_LOOK_NS_PINNED : 0;
         break;
     case KB_AFFINITY_SPREAD:
         if (run->nprocs >= 2 && run->nprocs <= usable_cpus())
             run->rank_wait.spin_ns = SPREAD_SPIN_NS;
-        run->rank_wait.watch = run->ncpus >= 2 ? KB_NUDGE_WATCH_NS : 0;
+        run->rank_wait.watch = run->opt.ncpus >= 2 ? KB_NUDGE_WATCH_NS : 0;
         run->park_look_ns = LOOK_NS;
         break;
     default:

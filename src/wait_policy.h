@@ -14,6 +14,6 @@ struct kb_run;
  * rank count, the CPUs the calling thread may use and KB_WAIT_POLICY.
  * With KB_AFFINITY_SPREAD, run->ncpus must be resolved. Driver, before
  * any rank runs. */
-void kb_wait_policy_resolve(struct kb_run *run);
+void kb__wait_policy_resolve(struct kb_run *run);
 
 #endif

@@ -7,28 +7,28 @@
 #include "run.h"
 #include "timeline.h"
 
-int kb_driver_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin)
+int kb__driver_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin)
 {
     /* The reference's fast path applies on the driver side too. */
-    if (kb_completed_has(&ctx->done, h))
+    if (kb__completed_has(&ctx->done, h))
         return 0;
-    int rc = kb_engine_wait(ctx, h, meta, origin);
+    int rc = kb__engine_wait(ctx, h, meta, origin);
     if (rc != 0)
         return rc; /* engine codes pass through unchanged; h stays pending */
-    return kb_completed_add(&ctx->done, h);
+    return kb__completed_add(&ctx->done, h);
 }
 
 int kb_wait_meta(kb_ctx *ctx, kb_handle h, void *meta)
 {
-    if (!ctx || !kb_handle_valid(h))
+    if (!ctx || !kb__handle_valid(h))
         return KB_EINVAL;
-    int access = kb_ctx_access(ctx);
+    int access = kb__ctx_access_begin(ctx);
     if (access < 0)
         return access;
     if (access == KB_ACCESS_RANK)
-        return kb_rank_wait(kb_self(), h); /* meta is ignored inside a rank */
-    int rc = kb_driver_wait(ctx, h, meta, KB_WAIT_DRIVER);
-    kb_ctx_leave(ctx, access);
+        return kb__rank_wait(kb__self(), h); /* meta is ignored inside a rank */
+    int rc = kb__driver_wait(ctx, h, meta, KB_WAIT_DRIVER);
+    kb__ctx_access_end(ctx, access);
     return rc;
 }
 
@@ -39,37 +39,37 @@ int kb_wait(kb_ctx *ctx, kb_handle h)
 
 int kb_enqueue_wait(kb_ctx *ctx, kb_handle h)
 {
-    if (!ctx || !kb_handle_valid(h))
+    if (!ctx || !kb__handle_valid(h))
         return KB_EINVAL;
-    int access = kb_ctx_access(ctx);
+    int access = kb__ctx_access_begin(ctx);
     if (access < 0)
         return access;
-    int rc = kb_queue_push(&ctx->waits, &h);
-    kb_ctx_leave(ctx, access);
+    int rc = kb__queue_push(&ctx->waits, &h);
+    kb__ctx_access_end(ctx, access);
     return rc;
 }
 
 int kb_complete(kb_ctx *ctx, kb_handle h)
 {
-    if (!ctx || !kb_handle_valid(h))
+    if (!ctx || !kb__handle_valid(h))
         return KB_EINVAL;
-    int access = kb_ctx_access(ctx);
+    int access = kb__ctx_access_begin(ctx);
     if (access < 0)
         return access;
-    int rc = kb_completed_add(&ctx->done, h);
-    kb_ctx_leave(ctx, access);
+    int rc = kb__completed_add(&ctx->done, h);
+    kb__ctx_access_end(ctx, access);
     return rc;
 }
 
 int kb_is_completed(const kb_ctx *ctx, kb_handle h)
 {
-    if (!ctx || !kb_handle_valid(h))
+    if (!ctx || !kb__handle_valid(h))
         return KB_EINVAL;
-    int access = kb_ctx_access(ctx);
+    int access = kb__ctx_access_begin(ctx);
     if (access < 0)
         return access;
-    int rc = kb_completed_has(&ctx->done, h);
-    kb_ctx_leave(ctx, access);
+    int rc = kb__completed_has(&ctx->done, h);
+    kb__ctx_access_end(ctx, access);
     return rc;
 }
 
@@ -77,29 +77,29 @@ size_t kb_completed_handles(const kb_ctx *ctx, kb_handle *out, size_t cap)
 {
     if (!ctx || (!out && cap > 0))
         return 0;
-    int access = kb_ctx_access(ctx);
+    int access = kb__ctx_access_begin(ctx);
     if (access < 0)
         return 0;
-    size_t n = kb_completed_copy(&ctx->done, out, cap);
-    kb_ctx_leave(ctx, access);
+    size_t n = kb__completed_copy(&ctx->done, out, cap);
+    kb__ctx_access_end(ctx, access);
     return n;
 }
 
 int kb_collective_submit(kb_ctx *ctx, kb_handle h, int sip_id, void *meta)
 {
-    if (!ctx || !kb_handle_valid(h))
+    if (!ctx || !kb__handle_valid(h))
         return KB_EINVAL;
-    int access = kb_ctx_access(ctx);
+    int access = kb__ctx_access_begin(ctx);
     if (access < 0)
         return access;
     kb_collective c = {.handle = h, .sip_id = sip_id, .meta = meta};
-    int rc = kb_queue_push(&ctx->colls, &c);
+    int rc = kb__queue_push(&ctx->colls, &c);
     if (rc == 0 && ctx->run) {
-        ctx->run->collectives++;
-        kb_tl_instant(ctx->run, access == KB_ACCESS_RANK ? kb_self()->index : KB_DRIVER, KB_TL_COLLECTIVE, h,
-                      sip_id);
+        ctx->run->counters.collectives++;
+        kb__tl_instant(ctx->run, access == KB_ACCESS_RANK ? kb__self()->index : KB_DRIVER, KB_TL_COLLECTIVE,
+                       h, sip_id);
     }
-    kb_ctx_leave(ctx, access);
+    kb__ctx_access_end(ctx, access);
     return rc;
 }
 
@@ -107,11 +107,11 @@ static size_t pending_copy(const kb_ctx *ctx, const struct kb_queue *q, void *ou
 {
     if (!ctx || (!out && cap > 0))
         return 0;
-    int access = kb_ctx_access(ctx);
+    int access = kb__ctx_access_begin(ctx);
     if (access < 0)
         return 0;
-    size_t n = kb_queue_copy(q, out, cap);
-    kb_ctx_leave(ctx, access);
+    size_t n = kb__queue_copy(q, out, cap);
+    kb__ctx_access_end(ctx, access);
     return n;
 }
 

@@ -2,7 +2,7 @@
  * The stall watchdog (kb_spawn_opts.stall_ms, KB_STALL_MS).
  *
  * With the watchdog on, every handoff stamps the run with a turn number and
- * the time it started (kb_watch_stamp). The driver, instead of sleeping on
+ * the time it started (kb__watch_stamp). The driver, instead of sleeping on
  * its slot without limit, sleeps until the current turn is stall_ms old;
  * if the turn has not changed by then it reports the holder once (rank,
  * time held, and the holder's own backtrace, printed by a signal handler on
@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "annotate.h"
+#include "clock.h"
 #include "run.h"
 #include "system.h"
 
@@ -30,13 +31,13 @@ static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 static void bt_handler(int sig)
 {
     (void)sig;
-    kb_sys_backtrace_fd(2);
+    kb__sys_backtrace_fd(2);
     sem_post(&bt_done);
 }
 
 static void install(void)
 {
-    kb_sys_backtrace_warm(); /* loads libgcc_s now, not inside the handler */
+    kb__sys_backtrace_warm(); /* loads libgcc_s now, not inside the handler */
     sem_init(&bt_done, 0, 0);
     struct sigaction sa = {0};
     sa.sa_handler = bt_handler;
@@ -45,32 +46,25 @@ static void install(void)
     sigaction(KB_STALL_SIGNAL, &sa, NULL);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static struct timespec to_timespec(uint64_t ns)
 {
     struct timespec t = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
     return t;
 }
 
-void kb_watch_setup(struct kb_run *run)
+void kb__watch_setup(struct kb_run *run)
 {
     pthread_once(&install_once, install);
-    kb_hb_sync_word(&run->turn_seq, sizeof run->turn_seq);
-    kb_hb_sync_word(&run->turn_ns, sizeof run->turn_ns);
-    kb_hb_sync_word(&run->holder, sizeof run->holder);
-    kb_watch_stamp(run);
+    kb__hb_sync_word(&run->watch.turn_seq, sizeof run->watch.turn_seq);
+    kb__hb_sync_word(&run->watch.turn_ns, sizeof run->watch.turn_ns);
+    kb__hb_sync_word(&run->holder, sizeof run->holder);
+    kb__watch_stamp(run);
 }
 
-void kb_watch_stamp(struct kb_run *run)
+void kb__watch_stamp(struct kb_run *run)
 {
-    ck_pr_store_64(&run->turn_ns, now_ns());
-    ck_pr_inc_64(&run->turn_seq);
+    ck_pr_store_64(&run->watch.turn_ns, kb__now_ns());
+    ck_pr_inc_64(&run->watch.turn_seq);
 }
 
 static void report(struct kb_run *run, int rank, uint64_t held_ns)
@@ -79,7 +73,7 @@ static void report(struct kb_run *run, int rank, uint64_t held_ns)
     fprintf(stderr,
             "kbthreads: stall: rank %d (kb-rank-%d) has held the baton for %llu ms (limit %u ms); its "
             "backtrace:\n",
-            rank, rank, (unsigned long long)(held_ns / 1000000u), run->stall_ms);
+            rank, rank, (unsigned long long)(held_ns / 1000000u), run->opt.stall_ms);
     fflush(stderr);
     if (pthread_kill(run->ranks[rank].w->thread, KB_STALL_SIGNAL) == 0) {
         struct timespec until = to_timespec((uint64_t)time(NULL) * 1000000000u + 2000000000u);
@@ -88,33 +82,33 @@ static void report(struct kb_run *run, int rank, uint64_t held_ns)
             ;
     }
     fprintf(stderr, "kbthreads: stall: still waiting for rank %d%s\n", rank,
-            run->stall_abort ? "; aborting (stall_abort)" : "");
+            run->opt.stall_abort ? "; aborting (stall_abort)" : "");
     pthread_mutex_unlock(&report_lock);
 }
 
-void kb_watch_wait(struct kb_run *run)
+void kb__watch_wait(struct kb_run *run)
 {
     uint64_t reported = 0; /* turn numbers start at 1 */
     for (;;) {
-        uint64_t seq = ck_pr_load_64(&run->turn_seq);
-        uint64_t start = ck_pr_load_64(&run->turn_ns);
-        uint64_t limit = (uint64_t)run->stall_ms * 1000000u;
-        struct timespec deadline = to_timespec(seq == reported ? now_ns() + limit : start + limit);
-        const struct timespec *join = kb_join_deadline(run); /* a timed kb_join's, sooner */
+        uint64_t seq = ck_pr_load_64(&run->watch.turn_seq);
+        uint64_t start = ck_pr_load_64(&run->watch.turn_ns);
+        uint64_t limit = (uint64_t)run->opt.stall_ms * 1000000u;
+        struct timespec deadline = to_timespec(seq == reported ? kb__now_ns() + limit : start + limit);
+        const struct timespec *join = kb__join_deadline(run); /* a timed kb_join's, sooner */
         if (join && (join->tv_sec < deadline.tv_sec ||
                      (join->tv_sec == deadline.tv_sec && join->tv_nsec < deadline.tv_nsec)))
             deadline = *join;
-        if (kb_slot_wait_until(&run->ctx->driver_slot, &deadline) == 0)
+        if (kb__slot_wait_until(&run->ctx->driver_slot, &deadline) == 0)
             return;
-        kb_join_expire(run);
-        if (ck_pr_load_64(&run->turn_seq) != seq || seq == reported)
+        kb__join_expire(run);
+        if (ck_pr_load_64(&run->watch.turn_seq) != seq || seq == reported)
             continue;
         int holder = ck_pr_load_int(&run->holder);
         if (holder == KB_DRIVER)
             continue;
-        report(run, holder, now_ns() - start);
+        report(run, holder, kb__now_ns() - start);
         reported = seq;
-        if (run->stall_abort)
+        if (run->opt.stall_abort)
             abort();
     }
 }

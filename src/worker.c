@@ -17,7 +17,7 @@
 /* Its thread has ended or never started: nothing waits on the slot. */
 static void free_worker(struct kb_worker *w)
 {
-    kb_slot_destroy(&w->slot);
+    kb__slot_destroy(&w->slot);
     free(w);
 }
 
@@ -25,8 +25,8 @@ static void *worker_main(void *arg)
 {
     struct kb_worker *w = arg;
     /* A ck_pr store: debuggers and no library code read it, at any time. */
-    ck_pr_store_int(&w->tid, kb_sys_tid());
-    kb_sys_get_affinity(&w->orig_mask);
+    ck_pr_store_int(&w->tid, kb__sys_tid());
+    kb__sys_get_affinity(&w->orig_mask);
     struct kb_wait_budget wait = {0}; /* a fresh thread has nothing to look for */
     for (;;) {
         /* A rank's first turn, or EXIT. Runs with nudges may nudge a
@@ -35,38 +35,36 @@ static void *worker_main(void *arg)
          * pinned (KB_AFFINITY_SPREAD, from its rank's first turn on): an
          * unpinned thread may share its CPU with the holder. */
         wait.watch = KB_NUDGE_WATCH_NS | (w->pinned_cpu < 0 ? KB_WATCH_YIELD : 0);
-        kb_slot_wait_budget(&w->slot, &wait);
+        kb__slot_wait_budget(&w->slot, &wait);
         if (w->cmd == KB_CMD_EXIT)
             return NULL;
         /* Read while we hold the baton: once our rank has handed it on, the
          * driver may assign us to its next spawn and write the field. */
         wait.look_ns = w->park_look_ns;
-        kb_rank_run(w, w->rank); /* returns when the rank's function has returned */
+        kb__rank_run(w, w->rank); /* returns when the rank's function has returned */
     }
 }
 
-int kb_worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out, int *created)
+int kb__worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out, int *created)
 {
     if (ctx->pool && ctx->pool_stack_size != stack_size)
-        kb_pool_drain(ctx); /* parked threads of another stack size */
+        kb__pool_drain(ctx); /* parked threads of another stack size */
     if (ctx->pool) {
         struct kb_worker *w = ctx->pool;
         ctx->pool = w->next;
-        ctx->pool_len--;
         w->next = NULL;
         *out = w;
         *created = 0;
         return 0;
     }
-    struct kb_worker *w = NULL;
-    if (kb__fault_hit(KB_FAULT_ALLOC) || posix_memalign((void **)&w, KB_CACHELINE, sizeof *w) != 0)
+    struct kb_worker *w = kb__zalloc_aligned(KB_CACHELINE, sizeof *w);
+    if (!w)
         return KB_ENOMEM;
-    memset(w, 0, sizeof *w);
-    if (kb_slot_init(&w->slot) != 0) {
+    if (kb__slot_init(&w->slot) != 0) {
         free(w);
         return KB_ENOMEM;
     }
-    kb_hb_sync_word(&w->tid, sizeof w->tid);
+    kb__hb_sync_word(&w->tid, sizeof w->tid);
     w->stack_size = stack_size;
     w->named_rank = -1;
     w->pinned_cpu = -1;
@@ -88,21 +86,20 @@ int kb_worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out,
     return 0;
 }
 
-void kb_worker_put(struct kb_ctx *ctx, struct kb_worker *w)
+void kb__worker_put(struct kb_ctx *ctx, struct kb_worker *w)
 {
     w->rank = NULL;
     if (!ctx->pool)
         ctx->pool_stack_size = w->stack_size;
     w->next = ctx->pool;
     ctx->pool = w;
-    ctx->pool_len++;
 }
 
-void kb_worker_end(struct kb_ctx *ctx, struct kb_worker *w)
+void kb__worker_end(struct kb_ctx *ctx, struct kb_worker *w)
 {
     if (!w->exited) {
         w->cmd = KB_CMD_EXIT;
-        kb_slot_post(&w->slot);
+        kb__slot_post(&w->slot);
     }
     pthread_join(w->thread, NULL);
     free(w->altstack);
@@ -126,7 +123,7 @@ void kb_worker_end(struct kb_ctx *ctx, struct kb_worker *w)
     free_worker(w);
 }
 
-void kb_graveyard_free(struct kb_ctx *ctx)
+void kb__graveyard_free(struct kb_ctx *ctx)
 {
     while (ctx->graveyard) {
         struct kb_worker *w = ctx->graveyard;
@@ -135,24 +132,23 @@ void kb_graveyard_free(struct kb_ctx *ctx)
     }
 }
 
-void kb_pool_drain(struct kb_ctx *ctx)
+void kb__pool_drain(struct kb_ctx *ctx)
 {
     /* One at a time: each thread's exit overlaps nothing. */
     while (ctx->pool) {
         struct kb_worker *w = ctx->pool;
         ctx->pool = w->next;
-        kb_worker_end(ctx, w);
+        kb__worker_end(ctx, w);
     }
-    ctx->pool_len = 0;
 }
 
-void kb_worker_pin(struct kb_worker *w, int cpu)
+void kb__worker_pin(struct kb_worker *w, int cpu)
 {
     if (cpu < 0) {
-        kb_sys_set_affinity(&w->orig_mask);
+        kb__sys_set_affinity(&w->orig_mask);
         w->pinned_cpu = -1;
         return;
     }
     /* Best effort: a CPU the process may not use keeps the thread unpinned. */
-    w->pinned_cpu = kb_sys_pin_self(cpu) == 0 ? cpu : -1;
+    w->pinned_cpu = kb__sys_pin_self(cpu) == 0 ? cpu : -1;
 }

@@ -54,19 +54,20 @@ struct kb_worker {
 };
 
 /* Get a worker for a rank: from ctx's pool if one with that stack size is
- * parked there, else a new thread. *created says which. 0, KB_EAGAIN,
- * KB_ENOMEM. Driver, owning ctx. */
-int kb_worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out, int *created);
+ * parked there, else a new thread. *created says which. 0, KB_EAGAIN
+ * (the thread could not be created), KB_EINVAL (not with that stack
+ * size), KB_ENOMEM. Driver, owning ctx. */
+int kb__worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out, int *created);
 /* Return a waiting worker to ctx's pool. */
-void kb_worker_put(struct kb_ctx *ctx, struct kb_worker *w);
+void kb__worker_put(struct kb_ctx *ctx, struct kb_worker *w);
 /* End a waiting worker's thread (cmd EXIT) and join it, or join one that
  * ended; then free it (under Valgrind: at ctx's destroy). */
-void kb_worker_end(struct kb_ctx *ctx, struct kb_worker *w);
-/* Free the workers kb_worker_end set aside. Every thread of ctx joined. */
-void kb_graveyard_free(struct kb_ctx *ctx);
+void kb__worker_end(struct kb_ctx *ctx, struct kb_worker *w);
+/* Free the workers kb__worker_end set aside. Every thread of ctx joined. */
+void kb__graveyard_free(struct kb_ctx *ctx);
 /* End every pooled worker. */
-void kb_pool_drain(struct kb_ctx *ctx);
+void kb__pool_drain(struct kb_ctx *ctx);
 /* Worker thread: pin itself to cpu, or restore its original mask (-1). */
-void kb_worker_pin(struct kb_worker *w, int cpu);
+void kb__worker_pin(struct kb_worker *w, int cpu);
 
 #endif

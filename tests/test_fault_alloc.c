@@ -108,10 +108,10 @@ static void test_ctx_create_alloc_failure_gives_enomem(void **state)
     long nth;
     for (nth = 1; nth < MAX_NTH; nth++) {
         kb_ctx *ctx = NULL;
-        kb_fault_arm(KB_FAULT_ALLOC, nth);
+        kb__fault_arm(KB_FAULT_ALLOC, nth);
         int rc = kb_ctx_create(&eng, &ctx);
-        long calls = kb_fault_calls(KB_FAULT_ALLOC);
-        kb_fault_arm(KB_FAULT_ALLOC, 0);
+        long calls = kb__fault_calls(KB_FAULT_ALLOC);
+        kb__fault_arm(KB_FAULT_ALLOC, 0);
         if (rc == KB_ENOMEM) {
             failures++;
             continue;
@@ -143,10 +143,10 @@ static void test_spawn_alloc_failure_gives_enomem_or_a_report(void **state)
         a.spawn_id++;
         a.fn_calls = a.fn_ends = a.bind_calls = 0;
         kb_spawn_error *err = NULL;
-        kb_fault_arm(KB_FAULT_ALLOC, nth);
+        kb__fault_arm(KB_FAULT_ALLOC, nth);
         int rc = kb_spawn(ctx, alloc_rank, &a, 4, NULL, &err);
-        long calls = kb_fault_calls(KB_FAULT_ALLOC);
-        kb_fault_arm(KB_FAULT_ALLOC, 0);
+        long calls = kb__fault_calls(KB_FAULT_ALLOC);
+        kb__fault_arm(KB_FAULT_ALLOC, 0);
         if (rc == 0) {
             assert_null(err);
             assert_int_equal(a.fn_ends, 4);
@@ -209,10 +209,10 @@ static void test_start_alloc_failure_gives_enomem(void **state)
         a.spawn_id++;
         a.fn_calls = a.fn_ends = a.bind_calls = 0;
         kb_process_context *pc = NULL;
-        kb_fault_arm(KB_FAULT_ALLOC, nth);
+        kb__fault_arm(KB_FAULT_ALLOC, nth);
         int rc = kb_start(ctx, alloc_rank, &a, 4, NULL, &pc);
-        long calls = kb_fault_calls(KB_FAULT_ALLOC);
-        kb_fault_arm(KB_FAULT_ALLOC, 0);
+        long calls = kb__fault_calls(KB_FAULT_ALLOC);
+        kb__fault_arm(KB_FAULT_ALLOC, 0);
         if (rc == KB_ENOMEM) {
             enomem++;
             assert_int_equal(a.bind_calls, 0);
@@ -269,15 +269,15 @@ static void batch_alloc_failure(enum batch_op op, int require_failure)
         kb_ctx *ctx = alloc_ctx(&a);
         kb_handle base = (kb_handle)nth << 32;
         int ok = 0, rc = 0;
-        kb_fault_arm(KB_FAULT_ALLOC, nth);
+        kb__fault_arm(KB_FAULT_ALLOC, nth);
         for (int j = 0; j < BATCH; j++) {
             rc = batch_call(ctx, op, j, base + (kb_handle)j + 1);
             if (rc != 0)
                 break;
             ok++;
         }
-        long calls = kb_fault_calls(KB_FAULT_ALLOC);
-        kb_fault_arm(KB_FAULT_ALLOC, 0);
+        long calls = kb__fault_calls(KB_FAULT_ALLOC);
+        kb__fault_arm(KB_FAULT_ALLOC, 0);
         if (rc != 0) {
             if (rc != KB_ENOMEM)
                 fail_msg("nth=%ld: call %d returned %d, want KB_ENOMEM", nth, ok, rc);

@@ -63,10 +63,10 @@ static void test_ctx_create_sync_failure_gives_resource_error(void **state)
     long nth;
     for (nth = 1; nth < MAX_NTH; nth++) {
         kb_ctx *ctx = NULL;
-        kb_fault_arm(KB_FAULT_SYNC, nth);
+        kb__fault_arm(KB_FAULT_SYNC, nth);
         int rc = kb_ctx_create(&eng, &ctx);
-        long calls = kb_fault_calls(KB_FAULT_SYNC);
-        kb_fault_arm(KB_FAULT_SYNC, 0);
+        long calls = kb__fault_calls(KB_FAULT_SYNC);
+        kb__fault_arm(KB_FAULT_SYNC, 0);
         if (rc != 0) {
             if (!resource_error(rc))
                 fail_msg("nth=%ld: kb_ctx_create returned %d (%s)", nth, rc, kb_strerror(rc));
@@ -94,11 +94,11 @@ static void sync_failure_in(int start)
         memset(&s, 0, sizeof s);
         kb_process_context *pc = NULL;
         kb_spawn_error *err = NULL;
-        kb_fault_arm(KB_FAULT_SYNC, nth);
+        kb__fault_arm(KB_FAULT_SYNC, nth);
         int rc = start ? kb_start(ctx, sc_rank, &s, NPROCS, NULL, &pc)
                        : kb_spawn(ctx, sc_rank, &s, NPROCS, NULL, &err);
-        long calls = kb_fault_calls(KB_FAULT_SYNC);
-        kb_fault_arm(KB_FAULT_SYNC, 0);
+        long calls = kb__fault_calls(KB_FAULT_SYNC);
+        kb__fault_arm(KB_FAULT_SYNC, 0);
         if (rc == 0) {
             if (start) {
                 assert_int_equal(kb_join(pc, -1, NULL), 1);

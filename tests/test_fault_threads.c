@@ -81,11 +81,11 @@ static void thread_failure_at(long k, int start)
     assert_int_equal(kb_enqueue_wait(ctx, H_PRE), 0);
     kb_spawn_error *err = NULL;
     kb_process_context *pc = NULL;
-    kb_fault_arm(KB_FAULT_THREAD, k);
+    kb__fault_arm(KB_FAULT_THREAD, k);
     int rc = start ? kb_start(ctx, counting_rank, &c, NPROCS, NULL, &pc)
                    : kb_spawn(ctx, counting_rank, &c, NPROCS, NULL, &err);
-    long calls = kb_fault_calls(KB_FAULT_THREAD);
-    kb_fault_arm(KB_FAULT_THREAD, 0);
+    long calls = kb__fault_calls(KB_FAULT_THREAD);
+    kb__fault_arm(KB_FAULT_THREAD, 0);
     assert_int_equal(rc, KB_EAGAIN);
     assert_true(calls >= k);
     assert_null(err);
@@ -155,9 +155,9 @@ static void test_thread_failure_after_an_earlier_spawn_gives_eagain(void **state
     long kept = kbt_settle_tasks(before + 2, 3000);
     assert_true(kept <= before + 2);
     memset(&c, 0, sizeof c);
-    kb_fault_arm(KB_FAULT_THREAD, 1);
+    kb__fault_arm(KB_FAULT_THREAD, 1);
     int rc = kb_spawn(ctx, counting_rank, &c, NPROCS, NULL, NULL);
-    kb_fault_arm(KB_FAULT_THREAD, 0);
+    kb__fault_arm(KB_FAULT_THREAD, 0);
     assert_int_equal(rc, KB_EAGAIN);
     assert_int_equal(c.fn_calls, 0);
     assert_int_equal(c.bind_calls, 0);

@@ -70,12 +70,12 @@ static void test_every_entry_is_unique_and_inside_its_struct(void **state)
 static void test_the_walked_fields_are_where_the_structs_have_them(void **state)
 {
     (void)state;
-    ASSERT_FIELD("run.reg_next", struct kb_run, reg_next);
+    ASSERT_FIELD("run.reg_next", struct kb_run, registry.next);
     ASSERT_FIELD("run.ranks", struct kb_run, ranks);
     ASSERT_FIELD("run.nprocs", struct kb_run, nprocs);
     ASSERT_FIELD("run.holder", struct kb_run, holder);
     ASSERT_FIELD("run.ctx", struct kb_run, ctx);
-    ASSERT_FIELD("run.errors", struct kb_run, errors);
+    ASSERT_FIELD("run.errors", struct kb_run, failure.errors);
     ASSERT_FIELD("rank.state", struct kb_rank, state);
     ASSERT_FIELD("rank.susp", struct kb_rank, susp);
     ASSERT_FIELD("rank.susp_handle", struct kb_rank, susp_handle);
@@ -110,7 +110,7 @@ static int look_at_the_registry(int rank, void *arg)
     (void)arg;
     gen_seen_by_rank = *kb_debug_offsets.live_runs_gen;
     head_seen_by_rank = *kb_debug_offsets.live_runs;
-    own_run = kb_self()->run;
+    own_run = kb__self()->run;
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "baton.h"
+#include "clock.h"
 #include "kbthreads.h"
 
 #ifdef KB_HAVE_VALGRIND_H
@@ -55,7 +56,7 @@ static int owner_sleeps_within(int ms)
 static void *owner(void *arg)
 {
     (void)arg;
-    kb_slot_wait_budget(&slot, &(struct kb_wait_budget){.watch = owner_watch});
+    kb__slot_wait_budget(&slot, &(struct kb_wait_budget){.watch = owner_watch});
     __atomic_store_n(&returned, 1, __ATOMIC_SEQ_CST);
     return NULL;
 }
@@ -63,7 +64,7 @@ static void *owner(void *arg)
 /* A fresh slot (the static one, re-initialised per test). */
 static void fresh_slot(void)
 {
-    assert_int_equal(kb_slot_init(&slot), 0);
+    assert_int_equal(kb__slot_init(&slot), 0);
 }
 
 /* A fresh slot and its owner thread waiting on it. */
@@ -79,7 +80,7 @@ static pthread_t start_owner(void)
 /* Give the owner the baton: its wait returns. */
 static void post_and_join(pthread_t t)
 {
-    kb_slot_post(&slot);
+    kb__slot_post(&slot);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(returned, 1);
 }
@@ -89,7 +90,7 @@ static void test_a_nudge_wakes_a_sleeping_owner_without_giving_it_the_baton(void
     (void)state;
     pthread_t t = start_owner();
     assert_true(owner_sleeps_within(5000));
-    kb_slot_nudge(&slot);
+    kb__slot_nudge(&slot);
     /* The nudge took the flag down; only an owner that woke, watched and
      * went back to sleep puts it up again. */
     assert_false(word() & SLEEPING);
@@ -103,7 +104,7 @@ static void test_a_nudge_to_an_awake_owner_makes_its_next_wait_watch_before_slee
 {
     (void)state;
     fresh_slot();
-    kb_slot_nudge(&slot); /* nobody waits yet */
+    kb__slot_nudge(&slot); /* nobody waits yet */
     returned = 0;
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, owner, NULL), 0);
@@ -119,9 +120,9 @@ static void test_a_pending_post_is_taken_at_once_despite_a_nudge(void **state)
 {
     (void)state;
     fresh_slot();
-    kb_slot_post(&slot);
-    kb_slot_nudge(&slot);
-    kb_slot_wait(&slot);         /* returns: the count moved */
+    kb__slot_post(&slot);
+    kb__slot_nudge(&slot);
+    kb__slot_wait(&slot);        /* returns: the count moved */
     assert_int_equal(word(), 1); /* count 1, the nudge mark cleared with the take */
 }
 
@@ -130,7 +131,7 @@ static void test_a_post_during_the_watch_is_taken_by_the_watching_owner(void **s
     (void)state;
     pthread_t t = start_owner();
     assert_true(owner_sleeps_within(5000));
-    kb_slot_nudge(&slot);
+    kb__slot_nudge(&slot);
     post_and_join(t); /* while it watches (or before): taken either way */
     assert_false(word() & SLEEPING);
 }
@@ -140,7 +141,7 @@ static void test_a_yielding_watch_takes_a_post_that_comes_during_it(void **state
     (void)state;
     owner_watch = 1000000000 | KB_WATCH_YIELD;
     fresh_slot();
-    kb_slot_nudge(&slot); /* nobody waits yet: the owner's wait starts with the watch */
+    kb__slot_nudge(&slot); /* nobody waits yet: the owner's wait starts with the watch */
     returned = 0;
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, owner, NULL), 0);
@@ -157,7 +158,7 @@ static void test_a_yielding_watch_ends_in_sleep_when_no_post_comes(void **state)
     owner_watch = 20000000 | KB_WATCH_YIELD; /* 20 ms */
     pthread_t t = start_owner();
     assert_true(owner_sleeps_within(5000));
-    kb_slot_nudge(&slot);
+    kb__slot_nudge(&slot);
     assert_true(owner_sleeps_within(5000)); /* watched, then slept again */
     assert_int_equal(__atomic_load_n(&returned, __ATOMIC_SEQ_CST), 0);
     post_and_join(t);
@@ -173,11 +174,11 @@ static void test_a_post_before_the_wait_is_not_lost(void **state)
 {
     (void)state;
     fresh_slot();
-    kb_slot_post(&slot);
-    kb_slot_wait(&slot); /* returns at once */
+    kb__slot_post(&slot);
+    kb__slot_wait(&slot); /* returns at once */
     assert_int_equal(word(), 1);
-    kb_slot_post(&slot);
-    kb_slot_wait_budget(&slot, &(struct kb_wait_budget){0});
+    kb__slot_post(&slot);
+    kb__slot_wait_budget(&slot, &(struct kb_wait_budget){0});
     assert_int_equal(word(), 2);
 }
 
@@ -197,22 +198,22 @@ static void test_a_timed_wait_gives_up_without_a_post_and_takes_a_later_one(void
     (void)state;
     fresh_slot();
     struct timespec soon = in_ms(20);
-    assert_int_equal(kb_slot_wait_until(&slot, &soon), -1);
-    assert_true(kb_slot_deadline_passed(&soon)); /* not before the deadline */
-    assert_int_equal(kb_slot_wait_yield_until(&slot, 1000, &soon), -1);
-    kb_slot_post(&slot);
+    assert_int_equal(kb__slot_wait_until(&slot, &soon), -1);
+    assert_true(kb__time_passed(&soon)); /* not before the deadline */
+    assert_int_equal(kb__slot_wait_yield_until(&slot, 1000, &soon), -1);
+    kb__slot_post(&slot);
     struct timespec later = in_ms(60000);
-    assert_int_equal(kb_slot_wait_until(&slot, &later), 0);
+    assert_int_equal(kb__slot_wait_until(&slot, &later), 0);
     assert_int_equal(word() & KB_SLOT_COUNT, 1);
 }
 
 /* Owner of a heap slot: wait for the post, then destroy and free the slot
- * at once, while its poster may still be finishing kb_slot_post. */
+ * at once, while its poster may still be finishing kb__slot_post. */
 static void *freeing_owner(void *arg)
 {
     struct kb_slot *s = arg;
-    kb_slot_wait(s);
-    kb_slot_destroy(s);
+    kb__slot_wait(s);
+    kb__slot_destroy(s);
     free(s);
     return NULL;
 }
@@ -226,12 +227,12 @@ static void test_the_owner_may_free_its_slot_as_soon_as_it_has_seen_the_post(voi
         struct kb_slot *s = NULL;
         assert_int_equal(posix_memalign((void **)&s, KB_CACHELINE, sizeof *s), 0);
         memset(s, 0, sizeof *s);
-        assert_int_equal(kb_slot_init(s), 0);
+        assert_int_equal(kb__slot_init(s), 0);
         pthread_t t;
         assert_int_equal(pthread_create(&t, NULL, freeing_owner, s), 0);
         if (i % 2)
             nanosleep(&(struct timespec){0, 20000}, NULL); /* sometimes asleep first */
-        kb_slot_post(s);                                   /* s may be freed by the time this returns */
+        kb__slot_post(s);                                  /* s may be freed by the time this returns */
         assert_int_equal(pthread_join(t, NULL), 0);
     }
 }
@@ -248,11 +249,11 @@ static void *pingpong(void *arg)
     int me = (int)(intptr_t)arg;
     int turns = UNDER_VALGRIND ? 2000 : PINGPONG_TURNS;
     for (int i = 0; i < turns; i++) {
-        kb_slot_wait_budget(&pair[me], &(struct kb_wait_budget){.spin_ns = 2000});
+        kb__slot_wait_budget(&pair[me], &(struct kb_wait_budget){.spin_ns = 2000});
         if (__atomic_add_fetch(&holding, 1, __ATOMIC_SEQ_CST) != 1)
             __atomic_add_fetch(&overlaps, 1, __ATOMIC_SEQ_CST);
         __atomic_sub_fetch(&holding, 1, __ATOMIC_SEQ_CST);
-        kb_slot_post(&pair[1 - me]);
+        kb__slot_post(&pair[1 - me]);
     }
     return NULL;
 }
@@ -260,28 +261,28 @@ static void *pingpong(void *arg)
 static void test_a_post_wakes_exactly_its_owner_one_holder_at_a_time(void **state)
 {
     (void)state;
-    assert_int_equal(kb_slot_init(&pair[0]), 0);
-    assert_int_equal(kb_slot_init(&pair[1]), 0);
+    assert_int_equal(kb__slot_init(&pair[0]), 0);
+    assert_int_equal(kb__slot_init(&pair[1]), 0);
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_create(&t[i], NULL, pingpong, (void *)(intptr_t)i), 0);
-    kb_slot_post(&pair[0]);
+    kb__slot_post(&pair[0]);
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_join(t[i], NULL), 0);
     assert_int_equal(overlaps, 0);
     /* Thread 0 took one post more than thread 1 gave it: the last post
      * (to 0) is still pending. */
-    assert_true(kb_slot_posted(&pair[0]));
-    assert_false(kb_slot_posted(&pair[1]));
-    kb_slot_destroy(&pair[0]);
-    kb_slot_destroy(&pair[1]);
+    assert_true(kb__slot_posted(&pair[0]));
+    assert_false(kb__slot_posted(&pair[1]));
+    kb__slot_destroy(&pair[0]);
+    kb__slot_destroy(&pair[1]);
 }
 
 /* Each test gets a fresh static slot; release the last one's. */
 static int destroy_slot(void **state)
 {
     (void)state;
-    kb_slot_destroy(&slot);
+    kb__slot_destroy(&slot);
     return 0;
 }
 

@@ -26,8 +26,8 @@ static void backtrace_text(char *buf, size_t cap)
 {
     int fds[2];
     assert_int_equal(pipe(fds), 0);
-    kb_sys_backtrace_warm();
-    kb_sys_backtrace_fd(fds[1]);
+    kb__sys_backtrace_warm();
+    kb__sys_backtrace_fd(fds[1]);
     close(fds[1]);
     ssize_t n = read(fds[0], buf, cap - 1);
     close(fds[0]);
@@ -51,9 +51,9 @@ static void test_thread_id_is_the_kernel_one_or_zero(void **state)
 {
     (void)state;
 #ifdef KB_HAVE_GETTID
-    assert_int_equal(kb_sys_tid(), (int)syscall(SYS_gettid));
+    assert_int_equal(kb__sys_tid(), (int)syscall(SYS_gettid));
 #else
-    assert_int_equal(kb_sys_tid(), 0);
+    assert_int_equal(kb__sys_tid(), 0);
 #endif
 }
 
@@ -66,7 +66,7 @@ static void test_naming_cuts_to_fifteen_bytes_or_leaves_the_name(void **state)
     assert_int_equal(pipe(fds), 0);
     assert_int_equal(pthread_create(&t, NULL, named_thread, &fds[0]), 0);
     assert_int_equal(pthread_getname_np(t, before, sizeof before), 0);
-    kb_sys_name_thread(t, "kb-rank-12345678");
+    kb__sys_name_thread(t, "kb-rank-12345678");
     assert_int_equal(pthread_getname_np(t, after, sizeof after), 0);
 #ifdef KB_HAVE_SETNAME
     assert_string_equal(after, "kb-rank-1234567");
@@ -84,24 +84,24 @@ static void test_affinity_round_trips_and_pins_or_fails(void **state)
     struct kb_cpumask saved;
     int cpus[1024];
 #ifdef KB_HAVE_AFFINITY
-    assert_int_equal(kb_sys_get_affinity(&saved), 0);
-    int n = kb_sys_mask_count(&saved);
+    assert_int_equal(kb__sys_get_affinity(&saved), 0);
+    int n = kb__sys_mask_count(&saved);
     assert_true(n >= 1);
-    assert_int_equal(kb_sys_mask_cpus(&saved, cpus, 1024), n);
+    assert_int_equal(kb__sys_mask_cpus(&saved, cpus, 1024), n);
     for (int i = 1; i < n; i++)
         assert_true(cpus[i - 1] < cpus[i]);
-    assert_int_equal(kb_sys_pin_self(cpus[0]), 0);
-    assert_int_equal(kb_sys_current_cpu(), cpus[0]);
-    assert_int_equal(kb_sys_set_affinity(&saved), 0);
+    assert_int_equal(kb__sys_pin_self(cpus[0]), 0);
+    assert_int_equal(kb__sys_current_cpu(), cpus[0]);
+    assert_int_equal(kb__sys_set_affinity(&saved), 0);
 #else
     cpus[0] = -1;
-    assert_int_equal(kb_sys_get_affinity(&saved), -1);
-    assert_int_equal(kb_sys_set_affinity(&saved), -1);
-    assert_int_equal(kb_sys_pin_self(0), -1);
-    assert_int_equal(kb_sys_mask_count(&saved), 0);
-    assert_int_equal(kb_sys_mask_cpus(&saved, cpus, 1024), 0);
+    assert_int_equal(kb__sys_get_affinity(&saved), -1);
+    assert_int_equal(kb__sys_set_affinity(&saved), -1);
+    assert_int_equal(kb__sys_pin_self(0), -1);
+    assert_int_equal(kb__sys_mask_count(&saved), 0);
+    assert_int_equal(kb__sys_mask_cpus(&saved, cpus, 1024), 0);
     assert_int_equal(cpus[0], -1);
-    assert_int_equal(kb_sys_current_cpu(), 0);
+    assert_int_equal(kb__sys_current_cpu(), 0);
 #endif
 }
 

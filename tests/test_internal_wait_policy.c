@@ -39,9 +39,9 @@ static struct kb_run resolve(int nprocs, int affinity, int ncpu)
     struct kb_run run;
     memset(&run, 0, sizeof run);
     run.nprocs = nprocs;
-    run.affinity = affinity;
-    run.ncpus = affinity == KB_AFFINITY_SPREAD ? ncpu : 0;
-    kb_wait_policy_resolve(&run);
+    run.opt.affinity = affinity;
+    run.opt.ncpus = affinity == KB_AFFINITY_SPREAD ? ncpu : 0;
+    kb__wait_policy_resolve(&run);
     return run;
 }
 

@@ -405,7 +405,7 @@ def test_the_debug_command_stops_the_c_replay_at_its_first_turn_out_of_rank_orde
     assert "  round 4: 0 3 1 2 (round-robin: 0 1 2 3)" in r.stdout
     out = gdb_batch(r.stdout, "kb ranks", "bt")
     assert "stopped at the start of turn 14 (spawn 1, round 4: rank 3), the first that differs" in out, out
-    assert re.search(r'Thread \d+ "kb-rank-3" hit Breakpoint \d+, .*kb_turn_begin', out), out
+    assert re.search(r'Thread \d+ "kb-rank-3" hit Breakpoint \d+, .*kb__turn_begin', out), out
     assert re.search(r"^ \*     3 +\d+ +\d+ +kb-rank-3 +running$", out, re.M), out
     assert re.search(r"^       0 .* finished$", out, re.M), out
     assert re.search(r"^#\d+ .* in rank_main ", out, re.M), out

@@ -407,11 +407,11 @@ static long run_program(struct fault_run *R, const kb_engine *eng_tpl)
     memset(&P, 0, sizeof P);
     kb_engine eng = *eng_tpl;
     eng.self = &P;
-    kb_fault_arm(R->kind, R->nth);
+    kb__fault_arm(R->kind, R->nth);
     int rc = kb_ctx_create(&eng, &P.ctx);
     if (rc != 0) {
-        long calls = kb_fault_calls(R->kind);
-        kb_fault_arm(R->kind, 0);
+        long calls = kb__fault_calls(R->kind);
+        kb__fault_arm(R->kind, 0);
         CHECK(R, rc == KB_ENOMEM && P.ctx == NULL, "kb_ctx_create returned %d", rc);
         R->faults_seen++;
         return calls;
@@ -438,8 +438,8 @@ static long run_program(struct fault_run *R, const kb_engine *eng_tpl)
     step_spawn_max_rounds(R, &P);
     step_start(R, &P, 0);
     step_start(R, &P, 1);
-    long calls = kb_fault_calls(R->kind);
-    kb_fault_arm(R->kind, 0);
+    long calls = kb__fault_calls(R->kind);
+    kb__fault_arm(R->kind, 0);
 
     /* the ctx still works: a clean spawn of the first program */
     prepare(&P, -1, -1, 2);

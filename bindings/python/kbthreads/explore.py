@@ -274,7 +274,7 @@ class Runner:
 # ---- strategies ----------------------------------------------------------------
 def exhaustive_count(nprocs: int, limit: int) -> int:
     """(n!)^k for the largest k with (n!)^k <= limit: the library's
-    KB_SCHED_EXHAUSTIVE count (order.c: kb_exhaustive_span)."""
+    KB_SCHED_EXHAUSTIVE count (order.c: kb__exhaustive_span)."""
     f = math.factorial(nprocs) if nprocs >= 0 else 1
     count = 1
     if f < 2:
@@ -724,7 +724,7 @@ def kb_load_commands():
 
 
 class KbSpawnCount(gdb.Breakpoint):
-    """Counts the process's replayed spawns (kb_replay_open: one a spawn)."""
+    """Counts the process's replayed spawns (kb__replay_open: one a spawn)."""
 
     def stop(self):
         kb_spawns[0] += 1
@@ -734,7 +734,7 @@ class KbSpawnCount(gdb.Breakpoint):
 
 class KbFirstTurnOffOrder(gdb.Breakpoint):
     """The start of turn KB_TURN of spawn KB_SPAWN: rank KB_RANK's turn in
-    round KB_ROUND. kb_turn_begin runs once at the start of every turn, so
+    round KB_ROUND. kb__turn_begin runs once at the start of every turn, so
     counting its hits finds the turn without debug info; with debug info
     the rank and round are checked as well."""
 
@@ -756,8 +756,8 @@ class KbFirstTurnOffOrder(gdb.Breakpoint):
         return True
 
 
-KbSpawnCount("kb_replay_open")
-KbFirstTurnOffOrder("kb_turn_begin")
+KbSpawnCount("kb__replay_open")
+KbFirstTurnOffOrder("kb__turn_begin")
 '''
 
 

@@ -1,0 +1,211 @@
+/*
+ * A spawn's options and the environment variables that stand in for them
+ * (spawn_options.h).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "order.h"
+#include "run.h"
+#include "spawn_options.h"
+#include "system.h"
+
+#define KB_STR_(x) #x
+#define KB_STR(x)  KB_STR_(x)
+
+/* KB_SCHED_EXHAUSTIVE's index and limit for nprocs ranks. */
+static int exhaustive_ok(int nprocs, uint64_t index, uint64_t limit)
+{
+    unsigned k;
+    uint64_t count;
+    kb__exhaustive_span(nprocs, limit, &k, &count);
+    return limit >= 1 && index < count;
+}
+
+/* A non-negative integer from the environment, or -1 when unset. A value
+ * that is not one is ignored with a warning (once per spawn). */
+static long env_number(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return -1;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 0 || n > (long)UINT_MAX) {
+        fprintf(stderr, "kbthreads: ignoring %s=%s (not a non-negative integer)\n", name, v);
+        return -1;
+    }
+    return n;
+}
+
+/* The debugging options: the spawn's own values, else the environment's. */
+static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
+{
+    long n;
+    run->opt.stall_ms = opts ? opts->stall_ms : 0;
+    if (!run->opt.stall_ms && (n = env_number("KB_STALL_MS")) > 0)
+        run->opt.stall_ms = (unsigned)n;
+    run->opt.stall_abort = opts ? opts->stall_abort : 0;
+    if (!run->opt.stall_abort && env_number("KB_STALL_ABORT") > 0)
+        run->opt.stall_abort = 1;
+    run->opt.affinity = opts ? opts->affinity : 0;
+    run->opt.crash_report = opts ? opts->crash_report : 0;
+    if (!run->opt.crash_report && env_number("KB_CRASH_REPORT") > 0)
+        run->opt.crash_report = 1;
+    size_t min = (size_t)sysconf(_SC_SIGSTKSZ);
+    run->opt.altstack_size = min > 65536 ? min : 65536;
+}
+
+/* KB_AFFINITY_SPREAD: the CPUs the driver may run on, in order, which
+ * rank r's thread is pinned to round-robin (rank r on cpus[r % ncpus]).
+ * 0 or KB_ENOMEM. */
+static int resolve_spread(struct kb_run *run)
+{
+    if (run->opt.affinity != KB_AFFINITY_SPREAD)
+        return 0;
+    struct kb_cpumask mask;
+    int n = kb__sys_get_affinity(&mask) == 0 ? kb__sys_mask_count(&mask) : 0;
+    run->opt.cpus = kb__calloc(n > 0 ? (size_t)n : 1, sizeof *run->opt.cpus);
+    if (!run->opt.cpus)
+        return KB_ENOMEM;
+    if (n > 0)
+        run->opt.ncpus = kb__sys_mask_cpus(&mask, run->opt.cpus, n);
+    else
+        run->opt.cpus[run->opt.ncpus++] = kb__sys_current_cpu();
+    return 0;
+}
+
+/* "a:b[:c]" of unsigned integers (C syntax: 0x.. too) into v[0..max):
+ * how many, or -1 when malformed. */
+static int parse_numbers(const char *s, uint64_t *v, int max)
+{
+    int n = 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        if (n == max || *s == '-' || *s == ' ')
+            return -1;
+        v[n++] = strtoull(s, &end, 0);
+        if (errno || end == s)
+            return -1;
+        if (*end == '\0')
+            return n;
+        if (*end != ':')
+            return -1;
+        s = end + 1;
+    }
+}
+
+/* The schedule from the environment, when the code left it round-robin:
+ * the first of KB_SCHED_SEED, KB_SCHED_PCT, KB_SCHED_EXHAUSTIVE that is
+ * set and well formed. */
+static void schedule_from_env(struct kb_run *run)
+{
+    static const char *const names[] = {"KB_SCHED_SEED", "KB_SCHED_PCT", "KB_SCHED_EXHAUSTIVE"};
+    static const char *const forms[] = {
+        "an integer", "seed:depth[:rounds], depth 1.." KB_STR(KB_SCHED_PCT_MAX_DEPTH) ", rounds >= 1",
+        "index:limit, limit >= 1"};
+    const char *chosen = NULL;
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(names[i]);
+        if (!v || !*v)
+            continue;
+        if (chosen) {
+            fprintf(stderr, "kbthreads: ignoring %s=%s (%s is set)\n", names[i], v, chosen);
+            continue;
+        }
+        uint64_t x[3] = {0, 0, 0};
+        static const int most[] = {1, 3, 2};
+        int n = parse_numbers(v, x, most[i]), ok;
+        if (i == 0)
+            ok = n == 1;
+        else if (i == 1)
+            ok = n >= 2 && x[1] >= 1 && x[1] <= KB_SCHED_PCT_MAX_DEPTH && (n == 2 || x[2] >= 1);
+        else
+            ok = n == 2 && x[1] >= 1;
+        if (!ok) {
+            fprintf(stderr, "kbthreads: ignoring %s=%s (not %s)\n", names[i], v, forms[i]);
+            continue;
+        }
+        chosen = names[i];
+        run->strategy.kind = i == 0 ? KB_SCHED_SEEDED : i == 1 ? KB_SCHED_PCT : KB_SCHED_EXHAUSTIVE;
+        if (i < 2) {
+            run->strategy.seed = x[0];
+            run->strategy.pct_depth = (unsigned)x[1];
+            run->strategy.pct_rounds = x[2];
+        } else {
+            /* modulo the count: one index serves spawns of every size */
+            unsigned k;
+            uint64_t count;
+            kb__exhaustive_span(run->nprocs, x[1], &k, &count);
+            run->strategy.ex_index = x[0] % count;
+            run->strategy.ex_limit = x[1];
+        }
+    }
+}
+
+/* The strategy: the options', else the environment's when the code left
+ * it round-robin; then its draws. 0 or KB_ENOMEM. */
+static int resolve_strategy(struct kb_run *run, const kb_spawn_opts *opts)
+{
+    struct kb_strategy *st = &run->strategy;
+    st->kind = opts ? (int)opts->schedule : KB_SCHED_ROUND_ROBIN;
+    st->seed = opts ? opts->seed : 0;
+    st->pct_depth = opts ? opts->pct_depth : 0;
+    st->pct_rounds = opts ? opts->pct_rounds : 0;
+    st->ex_index = opts ? opts->exhaustive_index : 0;
+    st->ex_limit = opts ? opts->exhaustive_limit : 0;
+    if (st->kind == KB_SCHED_ROUND_ROBIN)
+        schedule_from_env(run);
+    if (st->kind == KB_SCHED_PCT && !st->pct_rounds)
+        st->pct_rounds = run->nprocs > 0 ? 2 * (uint64_t)run->nprocs : 1;
+    st->rng = st->seed;
+    return kb__order_setup(run);
+}
+
+int kb__run_options_resolve(struct kb_run *run, const kb_spawn_opts *opts)
+{
+    resolve_debug_options(run, opts);
+    int rc = resolve_strategy(run, opts);
+    if (rc != 0)
+        return rc;
+    long n;
+    run->opt.max_rounds = opts ? opts->max_rounds : 0;
+    if (!run->opt.max_rounds && (n = env_number("KB_MAX_ROUNDS")) > 0)
+        run->opt.max_rounds = (uint64_t)n;
+    run->opt.stats = opts ? opts->stats : NULL;
+    return resolve_spread(run);
+}
+
+int kb__spawn_args_check(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const kb_spawn_opts *opts)
+{
+    if (!ctx || !fn || nprocs < 0)
+        return KB_EINVAL;
+    if (opts) {
+        if (opts->stack_size != 0 && opts->stack_size < (size_t)PTHREAD_STACK_MIN)
+            return KB_EINVAL;
+        if (opts->cancel_mode != KB_CANCEL_UNWIND && opts->cancel_mode != KB_CANCEL_RETURN)
+            return KB_EINVAL;
+        if (opts->affinity != 0 && opts->affinity != KB_AFFINITY_ONE_CPU &&
+            opts->affinity != KB_AFFINITY_SPREAD)
+            return KB_EINVAL;
+        if (opts->affinity != 0 && !(kb_features() & KB_FEATURE_AFFINITY))
+            return KB_ENOTSUP; /* no way to pin a thread on this system */
+        if (opts->schedule != KB_SCHED_ROUND_ROBIN && opts->schedule != KB_SCHED_SEEDED &&
+            opts->schedule != KB_SCHED_PCT && opts->schedule != KB_SCHED_EXHAUSTIVE)
+            return KB_EINVAL;
+        if (opts->schedule == KB_SCHED_PCT &&
+            (opts->pct_depth < 1 || opts->pct_depth > KB_SCHED_PCT_MAX_DEPTH))
+            return KB_EINVAL;
+        if (opts->schedule == KB_SCHED_EXHAUSTIVE &&
+            !exhaustive_ok(nprocs, opts->exhaustive_index, opts->exhaustive_limit))
+            return KB_EINVAL;
+    }
+    return 0;
+}
