@@ -3,8 +3,9 @@ and its section modules (report_python.py, report_baton.py, report_idle.py,
 report_sim.py).
 
 A section is a function of a ReportContext: it reads the results through
-its lookups and appends its lines with w(). The markdown helpers live here,
-not in report.py, so that a section module never needs report.py itself
+its lookups and appends its lines with w(). The lookups more than one
+section uses (LABELS, CONFIGS) and the markdown helpers live here, not in
+report.py, so that a section module never needs report.py itself
 (report.py imports the sections, so the other way round would be circular).
 """
 from __future__ import annotations
@@ -17,6 +18,31 @@ from bench_shared import BUSY_SHARE, fmt_val
 # One figure of the results' "summary": bench, impl, pin, n, unit, median,
 # min, max, count, others_cpu, flagged, ... (bench/run.py: summarize).
 Row = Dict[str, Any]
+
+# How the report's tables name each implementation.
+LABELS = {
+    "kbthreads": "libkbthreads",
+    "kbthreads_spread": "libkbthreads, spread",
+    "futex_ring": "futex ring",
+    "sem_ring": "semaphore ring",
+    "cond_bcast": "mutex + condvar broadcast",
+    "swapcontext": "swapcontext (1 thread)",
+    "greenlet": "greenlet (Python)",
+    "kbthreads_join": "libkbthreads, timed kb_join",
+    "kbthreads_py": "kbthreads (Python)",
+    "kbthreads_py_ctypes": "kbthreads (Python, ctypes only)",
+    "simgrid_thread": "SimGrid thread factory",
+    "simgrid_raw": "SimGrid raw factory",
+}
+
+# The libkbthreads configurations the targets are checked for, in the order of
+# the report's rows: (tag, impl, pin). Each is compared with the floors of the
+# same pin. "spread" is the KB_AFFINITY_SPREAD spawn option (kb_bench
+# --spread): its threads do not share one CPU, so its figures have pin 0 and
+# it is held to the unpinned floors.
+CONFIGS = [("unpinned", "kbthreads", 0), ("spread", "kbthreads_spread", 0), ("pinned", "kbthreads", 1)]
+CONFIG_PIN = {tag: pin for tag, _, pin in CONFIGS}
+CONFIG_IMPL = {tag: impl for tag, impl, _ in CONFIGS}
 
 
 class Results:
@@ -93,3 +119,10 @@ def verdict(ok: Optional[bool]) -> str:
 def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     """a / b, or None when either is missing (or b is 0)."""
     return a / b if a is not None and b else None
+
+
+def busy_figures(R: Results) -> Tuple[List[Row], List[Row]]:
+    """(the timed figures, those of them measured while others used the CPUs)."""
+    timed = [r for r in R.d["summary"] if r["bench"] != "maxn"]
+    return timed, [r for r in timed if R.busy(r)]
+
