@@ -13,9 +13,9 @@ operation (yield, wait) and the process's CPU time over the same interval
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from bench_shared import BUSY_SHARE, fmt_ns, fmt_ratio
+from bench_shared import fmt_ns, fmt_ratio
 from report_context import ReportContext, Results, md_table, verdict
 
 OPS = ("yield", "wait")
@@ -99,37 +99,51 @@ def write(ctx: ReportContext) -> None:
     w("")
 
 
+# The flagged jobs listed by name; the rest are counted ("… and N more").
+FLAGGED_SHOWN = 40
+
+
 def write_loads(ctx: ReportContext) -> None:
     """The load at each job's start, the idle gate's rule, the flagged jobs
     (nothing for results files written before jobs recorded their load)."""
     R, w = ctx.results, ctx.w
-    d = R.d
-    idle = d.get("idle")
-    jobs = d.get("jobs", [])
+    idle = R.d.get("idle")
+    jobs = R.d.get("jobs", [])
     if not idle or not jobs or "load1" not in jobs[0]:
         return
-    ncpu = d["machine"].get("nproc") or 1
     flagged = [j for j in jobs if j.get("flag")]
     w("## The load at each job's start")
     w("")
-    w("Before every job the run %s until the 1-minute load average is at most %.1f per CPU (%.1f here) or no "
-      "task but the runner is runnable (`procs_running` in /proc/stat, median of 5 samples): the suite's own "
-      "big spawns raise the load average, which decays over minutes, while `procs_running` shows the machine "
-      "as it is. It waited %.0f s in all (at most %d s per job, %d s per run). A job that started with the load "
-      "above the limit while other tasks were runnable, or during which other processes used more than %d%% "
-      "of the CPUs, is flagged and measured again (the quietest attempt kept). The hog and side-by-side "
-      "sections load the machine on purpose and are not flagged. %d of %d jobs flagged."
-      % ("waits (bounded)" if idle.get("waiting") else
-         "records the load and the runnable tasks (this run did not wait: a smoke run or --no-idle-wait); a "
-         "full run waits",
-         idle["load_per_cpu"], idle["load_per_cpu"] * ncpu, idle.get("waited_s", 0), idle["max_wait_s"],
-         idle["budget_s"], 100 * d.get("busy_share", BUSY_SHARE), len(flagged), len(jobs)))
+    w(gate_text(R, idle, len(flagged), len(jobs)))
     w("")
     if flagged:
-        shown = 40
-        w(md_table(["flagged job", "why"], [[j["label"], j["flag"]] for j in flagged[:shown]]
-                     + ([["… and %d more" % (len(flagged) - shown), ""]] if len(flagged) > shown else [])))
+        w(md_table(["flagged job", "why"], [[j["label"], j["flag"]] for j in flagged[:FLAGGED_SHOWN]]
+                   + ([["… and %d more" % (len(flagged) - FLAGGED_SHOWN), ""]]
+                      if len(flagged) > FLAGGED_SHOWN else [])))
         w("")
+    write_every_job(ctx, jobs)
+
+
+def gate_text(R: Results, idle: Dict[str, Any], nflagged: int, njobs: int) -> str:
+    """The idle gate's rule as this run applied it, and how many jobs were flagged."""
+    ncpu = R.d["machine"].get("nproc") or 1
+    return ("Before every job the run %s until the 1-minute load average is at most %.1f per CPU (%.1f here) or "
+            "no task but the runner is runnable (`procs_running` in /proc/stat, median of 5 samples): the suite's "
+            "own big spawns raise the load average, which decays over minutes, while `procs_running` shows the "
+            "machine as it is. It waited %.0f s in all (at most %d s per job, %d s per run). A job that started "
+            "with the load above the limit while other tasks were runnable, or during which other processes used "
+            "more than %d%% of the CPUs, is flagged and measured again (the quietest attempt kept). The hog and "
+            "side-by-side sections load the machine on purpose and are not flagged. %d of %d jobs flagged."
+            % ("waits (bounded)" if idle.get("waiting") else
+               "records the load and the runnable tasks (this run did not wait: a smoke run or --no-idle-wait); a "
+               "full run waits",
+               idle["load_per_cpu"], idle["load_per_cpu"] * ncpu, idle.get("waited_s", 0), idle["max_wait_s"],
+               idle["budget_s"], 100 * R.busy_share(), nflagged, njobs))
+
+
+def write_every_job(ctx: ReportContext, jobs: List[Dict[str, Any]]) -> None:
+    """Every job's load, others' share and CPU time, folded away (<details>): one row a job."""
+    w = ctx.w
     w("<details><summary>Every job: load at its start, other runnable tasks, others' share of the CPUs, "
       "its CPU time</summary>")
     w("")
@@ -139,7 +153,7 @@ def write_loads(ctx: ReportContext) -> None:
                      "%.0f%%" % (100 * j["others_cpu"]), "%.2f s / %.2f s" % (j.get("cpu_s", 0), j["seconds"]),
                      j["attempts"], j.get("deliberate") or ("**flagged**" if j.get("flag") else "")])
     w(md_table(["job", "load (1 min) at start", "others runnable", "others' CPU", "CPU / wall",
-                  "attempts", "note"], rows))
+                "attempts", "note"], rows))
     w("")
     w("</details>")
     w("")

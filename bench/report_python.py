@@ -74,6 +74,14 @@ def write(ctx: ReportContext) -> None:
       "`ctx.wait` on a fresh handle, completed by the engine in the drain; collective: a collective "
       "submitted then waited for, completed in the drain's phase (b)." % JOIN_SLICE_MS)
     w("")
+    write_figures(ctx)
+    write_ratios(ctx)
+    write_targets(ctx)
+
+
+def write_figures(ctx: ReportContext) -> None:
+    """A table per operation: every implementation's figures against N."""
+    R, w = ctx.results, ctx.w
     for bench in BENCHES:
         rows = [[label] + [R.cell(bench, impl, 0, n) for n in R.ns] for impl, label in IMPLS if R.has(bench, impl, 0)]
         if rows:
@@ -81,14 +89,22 @@ def write(ctx: ReportContext) -> None:
             w("")
             w(md_table(["N"] + [str(n) for n in R.ns], rows))
             w("")
+
+
+# The ratios shown, per operation: (label, numerator impl, denominator impl).
+RATIO_PAIRS = [("timed kb_join / kb_spawn", "kbthreads_join", "kbthreads"),
+               ("Python / C (kb_spawn)", "kbthreads_py", "kbthreads"),
+               ("Python / greenlet", "kbthreads_py", "greenlet")]
+
+
+def write_ratios(ctx: ReportContext) -> None:
+    """The ratios of the medians, every operation and pair both measured."""
+    R, w = ctx.results, ctx.w
     w("Ratios (medians of this run):")
     w("")
-    pairs = [("timed kb_join / kb_spawn", "kbthreads_join", "kbthreads"),
-             ("Python / C (kb_spawn)", "kbthreads_py", "kbthreads"),
-             ("Python / greenlet", "kbthreads_py", "greenlet")]
     rows = []
     for bench in BENCHES:
-        for label, a, b in pairs:
+        for label, a, b in RATIO_PAIRS:
             if R.has(bench, a, 0) and R.has(bench, b, 0):
                 cells = []
                 for n in R.ns:
@@ -97,6 +113,11 @@ def write(ctx: ReportContext) -> None:
                 rows.append(["%s: %s" % (bench, label)] + cells)
     w(md_table(["N"] + [str(n) for n in R.ns], rows))
     w("")
+
+
+def write_targets(ctx: ReportContext) -> None:
+    """Issue 12's targets with their verdicts."""
+    R, w = ctx.results, ctx.w
     summary = []
     for text, rs, ok in targets(R):
         measured = ", ".join("N=%d %s" % (n, fmt_ratio(r)) for n, _, _, r, _ in rs if r is not None) or "–"
