@@ -16,11 +16,13 @@ from report_context import (CONFIG_IMPL, CONFIG_PIN, CONFIGS, LABELS, ReportCont
 # How the targets table and the discussion name the floor each configuration is held to.
 FLOOR_TEXT = {"unpinned": "unpinned", "pinned": "pinned", "spread": "spread (against the unpinned ring)"}
 
-# Rows of the targets (issue 4), each led by its N:
+# Rows of the targets (issue 4), one per N, each led by its N. The sections
+# index them by position (r[4] is a floor row's ratio), as the targets were
+# first written; the aliases name what each position holds.
+# n, yield, faster ring's handoff, which ring, yield / ring, ok:
 FloorRow = Tuple[int, Optional[float], Optional[float], Optional[str], Optional[float], Optional[bool]]
-#          n, yield, faster ring's handoff, which ring, yield / ring, ok
+# n, yield, SimGrid thread factory's yield, yield / SimGrid, ok:
 SimgridRow = Tuple[int, Optional[float], Optional[float], Optional[float], Optional[bool]]
-#            n, yield, SimGrid thread factory's yield, ratio, ok
 SpawnRow = Tuple[int, Optional[float], Optional[float]]  # n, repeated spawn, cold spawn (per rank)
 SpareRow = Tuple[int, Optional[float], Optional[float], Optional[bool]]  # n, yield, greenlet's yield, ok
 FlatResult = Tuple[Optional[float], Optional[float], Optional[float], Optional[bool]]  # N=4096, N=8, ratio, ok
