@@ -9,6 +9,12 @@ and spawn jobs, unpinned, with KB_AFFINITY_SPREAD and pinned
   kbthreads_condvar[_spread]  the same library built with KB_BATON=condvar
                               (build-bench-condvar)
 """
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from bench_shared import fmt_ratio
+from report_context import ReportContext, Results, md_table
 
 # (bench, label); the spawn figures are a cold and a repeated spawn per rank.
 BENCHES = [("yield", "per yield"), ("wait", "per wait (+ drain)"), ("spawn_cold", "cold spawn, per rank"),
@@ -19,14 +25,14 @@ CONFIGS = [("unpinned", "kbthreads", "kbthreads_condvar", 0),
            ("pinned", "kbthreads", "kbthreads_condvar", 1)]
 
 
-def ratios(R):
+def ratios(R: Results) -> List[Tuple[str, str, str, Dict[int, float]]]:
     """[(bench, label, tag, {n: condvar / futex})] for every figure both batons have."""
     out = []
     for bench, label in BENCHES:
         for tag, futex, condvar, pin in CONFIGS:
             if not (R.has(bench, futex, pin) and R.has(bench, condvar, pin)):
                 continue
-            by_n = {}
+            by_n: Dict[int, float] = {}
             for n in R.ns:
                 a, b = R.med(bench, condvar, pin, n), R.med(bench, futex, pin, n)
                 if a is not None and b:
@@ -35,9 +41,9 @@ def ratios(R):
     return out
 
 
-def write(R, w, h):
-    """Append the section to the report. h: report.py's helpers (md_table,
-    fmt_ratio)."""
+def write(ctx: ReportContext) -> None:
+    """Append the section to the report (nothing when the run has no condvar figures)."""
+    R, w = ctx.results, ctx.w
     rs = ratios(R)
     if not rs:
         return
@@ -56,10 +62,10 @@ def write(R, w, h):
         if rows:
             w("%s:" % label[0].upper() + label[1:])
             w("")
-            w(h.md_table(["N"] + [str(n) for n in R.ns], rows))
+            w(md_table(["N"] + [str(n) for n in R.ns], rows))
             w("")
     w("Ratio condvar / futex (medians of this run; above 1: the condvar baton is slower):")
     w("")
-    rows = [["%s, %s" % (label, tag)] + [h.fmt_ratio(by_n.get(n)) for n in R.ns] for _, label, tag, by_n in rs]
-    w(h.md_table(["N"] + [str(n) for n in R.ns], rows))
+    rows = [["%s, %s" % (label, tag)] + [fmt_ratio(by_n.get(n)) for n in R.ns] for _, label, tag, by_n in rs]
+    w(md_table(["N"] + [str(n) for n in R.ns], rows))
     w("")

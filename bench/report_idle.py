@@ -11,6 +11,12 @@ operation (yield, wait) and the process's CPU time over the same interval
   kbthreads_spread     --spread (KB_AFFINITY_SPREAD)
   kbthreads_taskset    default options, the whole process on one CPU (as `taskset -c 0`)
 """
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from bench_shared import fmt_ns, fmt_ratio
+from report_context import ReportContext, Results, md_table, verdict
 
 OPS = ("yield", "wait")
 # (label, impl, pin): the library's own configurations the default is held to.
@@ -19,24 +25,24 @@ DEFAULT_LIMIT = 1.25  # default / best, every N
 WAIT_N1_LIMIT_NS = 1500.0  # a wait at N=1, default options
 
 
-def wall_cpu(R, h, op, impl, pin, n):
+def wall_cpu(R: Results, op: str, impl: str, pin: int, n: int) -> str:
     """"wall / CPU" per operation (medians), † when a run was flagged."""
     r = R.get(op, impl, pin, n)
     if not r:
         return "–"
     cpu = R.med(op + "_cpu", impl, pin, n)
-    return "%s / %s%s" % (h.fmt_ns(r["median"]), h.fmt_ns(cpu) if cpu is not None else "–",
+    return "%s / %s%s" % (fmt_ns(r["median"]), fmt_ns(cpu) if cpu is not None else "–",
                           " †" if r.get("flagged") else "")
 
 
-def best_of(R, op, n):
+def best_of(R: Results, op: str, n: int) -> Tuple[Optional[float], Optional[str]]:
     """(median, label) of the fastest of the library's own configurations at n, or (None, None)."""
     c = [(R.med(op, impl, pin, n), label) for label, impl, pin in BEST_OF]
     c = [x for x in c if x[0] is not None]
     return min(c) if c else (None, None)
 
 
-def targets(R):
+def targets(R: Results) -> List[Tuple[str, str, Optional[bool]]]:
     """[(text, measured, ok)]."""
     rows, oks = [], []
     for op in OPS:
@@ -57,9 +63,9 @@ def targets(R):
     return out
 
 
-def write(R, w, h):
-    """Append the section to the report. h: report.py's helpers (md_table,
-    fmt_ns, fmt_ratio, verdict)."""
+def write(ctx: ReportContext) -> None:
+    """Append the section to the report (nothing when the run has no taskset figures)."""
+    R, w = ctx.results, ctx.w
     if not R.has("yield", "kbthreads_taskset") and not R.has("wait", "kbthreads_taskset"):
         return
     w("## The default against the library's best configuration (issue 20)")
@@ -83,45 +89,61 @@ def write(R, w, h):
             mark = "" if r is None else (" ✓" if r <= DEFAULT_LIMIT else " ✗")
             if limit is not None and d is not None:
                 mark += " (≤ 1.5 µs %s)" % ("✓" if d <= limit else "✗")
-            rows.append([op, n, wall_cpu(R, h, op, "kbthreads", 0, n)]
-                        + [wall_cpu(R, h, op, impl, pin, n) for _, impl, pin in BEST_OF]
-                        + [which or "–", h.fmt_ratio(r) + mark])
-    w(h.md_table(["op", "N", "default", "`--pin`", "`--spread`", "taskset", "best", "default / best"], rows))
+            rows.append([op, n, wall_cpu(R, op, "kbthreads", 0, n)]
+                        + [wall_cpu(R, op, impl, pin, n) for _, impl, pin in BEST_OF]
+                        + [which or "–", fmt_ratio(r) + mark])
+    w(md_table(["op", "N", "default", "`--pin`", "`--spread`", "taskset", "best", "default / best"], rows))
     w("")
-    summary = [[text, measured, h.verdict(ok)] for text, measured, ok in targets(R)]
-    w(h.md_table(["target (issue 20)", "measured (medians)", "verdict"], summary))
+    summary = [[text, measured, verdict(ok)] for text, measured, ok in targets(R)]
+    w(md_table(["target (issue 20)", "measured (medians)", "verdict"], summary))
     w("")
 
 
-def write_loads(R, w, h):
-    """The load at each job's start, the idle gate's rule, the flagged jobs."""
-    d = R.d
-    idle = d.get("idle")
-    jobs = d.get("jobs", [])
+# The flagged jobs listed by name; the rest are counted ("… and N more").
+FLAGGED_SHOWN = 40
+
+
+def write_loads(ctx: ReportContext) -> None:
+    """The load at each job's start, the idle gate's rule, the flagged jobs
+    (nothing for results files written before jobs recorded their load)."""
+    R, w = ctx.results, ctx.w
+    idle = R.d.get("idle")
+    jobs = R.d.get("jobs", [])
     if not idle or not jobs or "load1" not in jobs[0]:
         return
-    ncpu = d["machine"].get("nproc") or 1
     flagged = [j for j in jobs if j.get("flag")]
     w("## The load at each job's start")
     w("")
-    w("Before every job the run %s until the 1-minute load average is at most %.1f per CPU (%.1f here) or no "
-      "task but the runner is runnable (`procs_running` in /proc/stat, median of 5 samples): the suite's own "
-      "big spawns raise the load average, which decays over minutes, while `procs_running` shows the machine "
-      "as it is. It waited %.0f s in all (at most %d s per job, %d s per run). A job that started with the load "
-      "above the limit while other tasks were runnable, or during which other processes used more than %d%% "
-      "of the CPUs, is flagged and measured again (the quietest attempt kept). The hog and side-by-side "
-      "sections load the machine on purpose and are not flagged. %d of %d jobs flagged."
-      % ("waits (bounded)" if idle.get("waiting") else
-         "records the load and the runnable tasks (this run did not wait: a smoke run or --no-idle-wait); a "
-         "full run waits",
-         idle["load_per_cpu"], idle["load_per_cpu"] * ncpu, idle.get("waited_s", 0), idle["max_wait_s"],
-         idle["budget_s"], 100 * d.get("busy_share", 0.15), len(flagged), len(jobs)))
+    w(gate_text(R, idle, len(flagged), len(jobs)))
     w("")
     if flagged:
-        shown = 40
-        w(h.md_table(["flagged job", "why"], [[j["label"], j["flag"]] for j in flagged[:shown]]
-                     + ([["… and %d more" % (len(flagged) - shown), ""]] if len(flagged) > shown else [])))
+        w(md_table(["flagged job", "why"], [[j["label"], j["flag"]] for j in flagged[:FLAGGED_SHOWN]]
+                   + ([["… and %d more" % (len(flagged) - FLAGGED_SHOWN), ""]]
+                      if len(flagged) > FLAGGED_SHOWN else [])))
         w("")
+    write_every_job(ctx, jobs)
+
+
+def gate_text(R: Results, idle: Dict[str, Any], nflagged: int, njobs: int) -> str:
+    """The idle gate's rule as this run applied it, and how many jobs were flagged."""
+    ncpu = R.d["machine"].get("nproc") or 1
+    return ("Before every job the run %s until the 1-minute load average is at most %.1f per CPU (%.1f here) or "
+            "no task but the runner is runnable (`procs_running` in /proc/stat, median of 5 samples): the suite's "
+            "own big spawns raise the load average, which decays over minutes, while `procs_running` shows the "
+            "machine as it is. It waited %.0f s in all (at most %d s per job, %d s per run). A job that started "
+            "with the load above the limit while other tasks were runnable, or during which other processes used "
+            "more than %d%% of the CPUs, is flagged and measured again (the quietest attempt kept). The hog and "
+            "side-by-side sections load the machine on purpose and are not flagged. %d of %d jobs flagged."
+            % ("waits (bounded)" if idle.get("waiting") else
+               "records the load and the runnable tasks (this run did not wait: a smoke run or --no-idle-wait); a "
+               "full run waits",
+               idle["load_per_cpu"], idle["load_per_cpu"] * ncpu, idle.get("waited_s", 0), idle["max_wait_s"],
+               idle["budget_s"], 100 * R.busy_share(), nflagged, njobs))
+
+
+def write_every_job(ctx: ReportContext, jobs: List[Dict[str, Any]]) -> None:
+    """Every job's load, others' share and CPU time, folded away (<details>): one row a job."""
+    w = ctx.w
     w("<details><summary>Every job: load at its start, other runnable tasks, others' share of the CPUs, "
       "its CPU time</summary>")
     w("")
@@ -130,8 +152,8 @@ def write_loads(R, w, h):
         rows.append([j["label"], "%.2f" % j["load1"], j.get("others_runnable", "–"),
                      "%.0f%%" % (100 * j["others_cpu"]), "%.2f s / %.2f s" % (j.get("cpu_s", 0), j["seconds"]),
                      j["attempts"], j.get("deliberate") or ("**flagged**" if j.get("flag") else "")])
-    w(h.md_table(["job", "load (1 min) at start", "others runnable", "others' CPU", "CPU / wall",
-                  "attempts", "note"], rows))
+    w(md_table(["job", "load (1 min) at start", "others runnable", "others' CPU", "CPU / wall",
+                "attempts", "note"], rows))
     w("")
     w("</details>")
     w("")

@@ -4,24 +4,34 @@ bench/report.py: the figures side by side, their ratios and the targets.
 Figures (bench/run.py: python_jobs): per yield, per wait (+ drain) and per
 collective, at every N, of
   kbthreads            the C loop through kb_spawn (kb_bench)
-  kbthreads_join       the same loop driven by kb_start + kb_join(pc, 50 ms) slices
+  kbthreads_join       the same loop driven by kb_start + kb_join(pc, JOIN_SLICE_MS) slices
   kbthreads_py         the loop in Python through the binding (its compiled part)
   greenlet             the greenlet peer in the reference's shape (bench/peer_greenlet.py)
 """
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+from bench_shared import JOIN_SLICE_MS, fmt_ratio
+from report_context import ReportContext, Results, md_table, verdict
+
+# (n, median a, median b, a / b, ok): one N of a target.
+TargetRow = Tuple[int, Optional[float], Optional[float], Optional[float], Optional[bool]]
 
 BENCHES = ("yield", "wait", "collective")
 IMPLS = [
     ("kbthreads", "C, kb_spawn"),
-    ("kbthreads_join", "C, timed kb_join (50 ms slices)"),
+    ("kbthreads_join", "C, timed kb_join (%d ms slices)" % JOIN_SLICE_MS),
     ("kbthreads_py", "Python, the binding"),
     ("greenlet", "greenlet (Python, the reference's shape)"),
 ]
 PY_AT_GREENLET_NS = (1, 2)  # Python yield held to greenlet here, to the C library at the other Ns
 
 
-def targets(R):
+def targets(R: Results) -> List[Tuple[str, List[TargetRow], Optional[bool]]]:
     """[(text, [(n, a, b, ratio, ok)], ok)] for the issue's targets."""
-    def rows(bench_a, impl_a, bench_b, impl_b, limit, ns):
+    def rows(bench_a: str, impl_a: str, bench_b: str, impl_b: str, limit: float,
+             ns: Sequence[int]) -> List[TargetRow]:
         out = []
         for n in ns:
             a, b = R.med(bench_a, impl_a, 0, n), R.med(bench_b, impl_b, 0, n)
@@ -29,7 +39,7 @@ def targets(R):
             out.append((n, a, b, r, None if r is None else r <= limit))
         return out
 
-    def ok(rs):
+    def ok(rs: Sequence[TargetRow]) -> Optional[bool]:
         measured = [x[4] for x in rs if x[4] is not None]
         return all(measured) if measured else None
 
@@ -38,7 +48,8 @@ def targets(R):
     t = []
     for bench in ("yield", "wait"):
         rs = rows(bench, "kbthreads_join", bench, "kbthreads", 1.1, ns)
-        t.append(("C, timed kb_join (50 ms slices) per %s ≤ 1.1x kb_spawn, every N" % bench, rs, ok(rs)))
+        t.append(("C, timed kb_join (%d ms slices) per %s ≤ 1.1x kb_spawn, every N" % (JOIN_SLICE_MS, bench),
+                  rs, ok(rs)))
     rs = rows("yield", "kbthreads_py", "yield", "greenlet", 1.0, [n for n in ns if n in PY_AT_GREENLET_NS])
     t.append(("Python yield ≤ 1.0x greenlet, N = 1, 2", rs, ok(rs)))
     rs = rows("yield", "kbthreads_py", "yield", "kbthreads", 1.3, big)
@@ -49,46 +60,67 @@ def targets(R):
     return t
 
 
-def write(R, w, h):
-    """Append the section to the report. h: report.py's helpers (md_table,
-    fmt_ns, fmt_ratio, verdict)."""
+def write(ctx: ReportContext) -> None:
+    """Append the section to the report (nothing when the run has no Python or timed-join figures)."""
+    R, w = ctx.results, ctx.w
     if not any(R.has(b, "kbthreads_py") or R.has(b, "kbthreads_join") for b in BENCHES):
         return
     w("## Python ranks and timed joins (issue 12)")
     w("")
     w("Per operation, median (min–max) of the runs: the same loop of N ranks (kb_bench's) in C through "
-      "`kb_spawn`, in C through `kb_start` and `kb_join(pc, 50, NULL)` until it returns 1 (as the Python "
+      "`kb_spawn`, in C through `kb_start` and `kb_join(pc, %d, NULL)` until it returns 1 (as the Python "
       "binding drives every spawn), in Python through the binding (`bench/py_bench.py`, "
       "`ctx.multiprocessing.spawn`) with and without its C accelerator, and the greenlet peer. Wait: "
       "`ctx.wait` on a fresh handle, completed by the engine in the drain; collective: a collective "
-      "submitted then waited for, completed in the drain's phase (b).")
+      "submitted then waited for, completed in the drain's phase (b)." % JOIN_SLICE_MS)
     w("")
+    write_figures(ctx)
+    write_ratios(ctx)
+    write_targets(ctx)
+
+
+def write_figures(ctx: ReportContext) -> None:
+    """A table per operation: every implementation's figures against N."""
+    R, w = ctx.results, ctx.w
     for bench in BENCHES:
         rows = [[label] + [R.cell(bench, impl, 0, n) for n in R.ns] for impl, label in IMPLS if R.has(bench, impl, 0)]
         if rows:
             w("Per %s:" % bench)
             w("")
-            w(h.md_table(["N"] + [str(n) for n in R.ns], rows))
+            w(md_table(["N"] + [str(n) for n in R.ns], rows))
             w("")
+
+
+# The ratios shown, per operation: (label, numerator impl, denominator impl).
+RATIO_PAIRS = [("timed kb_join / kb_spawn", "kbthreads_join", "kbthreads"),
+               ("Python / C (kb_spawn)", "kbthreads_py", "kbthreads"),
+               ("Python / greenlet", "kbthreads_py", "greenlet")]
+
+
+def write_ratios(ctx: ReportContext) -> None:
+    """The ratios of the medians, every operation and pair both measured."""
+    R, w = ctx.results, ctx.w
     w("Ratios (medians of this run):")
     w("")
-    pairs = [("timed kb_join / kb_spawn", "kbthreads_join", "kbthreads"),
-             ("Python / C (kb_spawn)", "kbthreads_py", "kbthreads"),
-             ("Python / greenlet", "kbthreads_py", "greenlet")]
     rows = []
     for bench in BENCHES:
-        for label, a, b in pairs:
+        for label, a, b in RATIO_PAIRS:
             if R.has(bench, a, 0) and R.has(bench, b, 0):
                 cells = []
                 for n in R.ns:
                     x, y = R.med(bench, a, 0, n), R.med(bench, b, 0, n)
-                    cells.append(h.fmt_ratio(x / y if x is not None and y else None))
+                    cells.append(fmt_ratio(x / y if x is not None and y else None))
                 rows.append(["%s: %s" % (bench, label)] + cells)
-    w(h.md_table(["N"] + [str(n) for n in R.ns], rows))
+    w(md_table(["N"] + [str(n) for n in R.ns], rows))
     w("")
+
+
+def write_targets(ctx: ReportContext) -> None:
+    """Issue 12's targets with their verdicts."""
+    R, w = ctx.results, ctx.w
     summary = []
     for text, rs, ok in targets(R):
-        measured = ", ".join("N=%d %s" % (n, h.fmt_ratio(r)) for n, _, _, r, _ in rs if r is not None) or "–"
-        summary.append([text, measured, h.verdict(ok)])
-    w(h.md_table(["target (issue 12)", "measured (ratio of medians)", "verdict"], summary))
+        measured = ", ".join("N=%d %s" % (n, fmt_ratio(r)) for n, _, _, r, _ in rs if r is not None) or "–"
+        summary.append([text, measured, verdict(ok)])
+    w(md_table(["target (issue 12)", "measured (ratio of medians)", "verdict"], summary))
     w("")

@@ -55,6 +55,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_idle  # noqa: E402  (issue 20: the idle gate and the jobs it added)
+# The busy threshold, the join slice and the number formatting, shared with the report.
+from bench_shared import BUSY_SHARE, JOIN_SLICE_MS, fmt_val  # noqa: E402
 
 NS_FULL = [1, 2, 8, 64, 512, 4096]
 NS_SMOKE = [1, 8, 64]
@@ -62,16 +64,8 @@ NS_SMOKE = [1, 8, 64]
 # ranks than CPUs, so handoffs cross CPUs and the holder after next is woken.
 SPREAD_SMOKE_N = 8
 SMALL_STACK = 64 * 1024
-# A job during which other processes used more than this share of the
-# machine's CPU time is measured again (--retry-busy).
-BUSY_SHARE = 0.15
 GREENLET_PYTHON = "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-# The timed kb_join slice the C figures "kbthreads_join" use: the Python
-# binding's (bindings/python/kbthreads/_core.py: _JOIN_SLICE_MS).
-JOIN_SLICE_MS = 50
 
 
 def ceil_div(a, b):
@@ -639,18 +633,6 @@ def summarize(samples):
     return out
 
 
-def fmt(v, unit):
-    if unit == "ns":
-        if v >= 1e6:
-            return "%.2f ms" % (v / 1e6)
-        if v >= 1e4:
-            return "%.1f us" % (v / 1e3)
-        return "%.0f ns" % v
-    if unit == "KiB":
-        return "%.1f KiB" % v
-    return "%g" % v
-
-
 def print_table(result):
     rows = result["summary"]
     print()
@@ -658,9 +640,9 @@ def print_table(result):
                                                           "runs", "others"))
     print("-" * 100)
     for r in rows:
+        med, lo, hi = (fmt_val(r[k], r["unit"], terminal=True) for k in ("median", "min", "max"))
         print("%-13s %-22s %3d %6d %12s %12s %12s %4d %6.0f%%" % (
-            r["bench"], r["impl"], r["pin"], r["n"], fmt(r["median"], r["unit"]), fmt(r["min"], r["unit"]),
-            fmt(r["max"], r["unit"]), r["count"], 100 * r.get("others_cpu", 0)))
+            r["bench"], r["impl"], r["pin"], r["n"], med, lo, hi, r["count"], 100 * r.get("others_cpu", 0)))
     # The headline: ns per yield / handoff against N.
     ns = result["params"]["ns"]
     series = {}

@@ -14,7 +14,7 @@ IDLE_LOAD_PER_CPU per CPU or nothing else is runnable; otherwise it waits,
 up to IDLE_MAX_WAIT seconds per job and IDLE_BUDGET seconds per run. The
 job records both. A job that started with the load above the limit while
 other tasks were runnable is flagged and measured again, like one during
-which other processes took more than BUSY_SHARE of the CPUs (run.py).
+which other processes took more than BUSY_SHARE of the CPUs (bench_shared.py).
 """
 import math
 import os
