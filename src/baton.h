@@ -61,8 +61,8 @@
 
 /* How long a nudged owner watches its slot before it sleeps again: longer
  * than a wake-up of a sleeping thread on another CPU costs on the machines
- * measured (10-25 us, docs/benchmarks.md), short enough that a turn that
- * runs long costs its watcher little. */
+ * measured (docs/design.md, "Waiting for the baton: the wait policy"), short enough that a turn
+ * that runs long costs its watcher little. */
 #define KB_NUDGE_WATCH_NS 50000u
 
 /* The word's bits (both implementations). */

@@ -3,7 +3,9 @@
  * (kb_yield, kb_wait inside a rank, kb_barrier, kb_raise, kb_fail, ...).
  *
  * Everything here runs on a rank thread that holds the baton, except the
- * waits on its own slot. A rank gives the baton away only in
+ * waits on its own slot and the nudge right after a post (nudge_ahead),
+ * which touches only the nudged slot's word and this worker's nudging
+ * mark. A rank gives the baton away only in
  * rank_suspend() (to the next rank of the round; at the end of the round to
  * the driver, or to the next round's first rank when there is nothing to
  * drain: kb__round_boundary) and in rank_finish() (likewise, or to the

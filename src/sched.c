@@ -6,8 +6,7 @@
  *
  * A round: the driver builds the round's order (the live ranks in rank
  * order, a strategy's permutation of them (order.c), or the recorded order
- * of a replay)
- * and hands the baton to its first rank; each rank, when it suspends or
+ * of a replay) and hands the baton to its first rank; each rank, when it suspends or
  * finishes, hands it straight to the next rank of the order. The last one
  * hands it back to the driver when the round's drain has work (or the
  * spawn ends, or a limit or replay needs checking); otherwise it does the

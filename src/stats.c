@@ -32,7 +32,8 @@ void kb__turn_end(struct kb_rank *rk)
     if (run->counters.rank_cpu_ns)
         run->counters.rank_cpu_ns[rk->index] += kb__thread_cpu_ns() - rk->turn_cpu_ns;
     if (run->files.tl)
-        kb__tl_slice(run, rk->index, KB_TL_TURN, rk->turn_start_ns, kb__now_ns(), 0, (int64_t)run->counters.rounds);
+        kb__tl_slice(run, rk->index, KB_TL_TURN, rk->turn_start_ns, kb__now_ns(), 0,
+                     (int64_t)run->counters.rounds);
 }
 
 void kb__stats_fill(const struct kb_run *run, kb_spawn_stats *st)

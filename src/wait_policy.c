@@ -1,13 +1,14 @@
 /*
  * The wait policy (wait_policy.h). What it weighs, measured on 2-vCPU KVM
- * guests (docs/design.md, "Waiting for the baton"; the figures are in
- * docs/benchmarks.md):
+ * guests: docs/design.md ("Waiting for the baton: the wait policy") has the cost model and every
+ * lever tried; the figures behind each choice below are in
+ * docs/benchmarks.md (make bench-report), not copied here, where they
+ * would go stale.
  *
  *   - Waking a sleeping thread costs a futex wake and a context switch,
  *     and, when the kernel puts it on a CPU that went idle, that CPU's exit
- *     from halt: 10-25 us on these guests, against 1-2 us for a switch on a
- *     busy CPU. The kernel prefers an idle CPU for a woken thread, so on an
- *     otherwise idle machine most plain sleeps pay the halt.
+ *     from halt, several times a switch on a busy CPU. The kernel prefers an idle CPU for a woken thread, so
+ * on an otherwise idle machine most plain sleeps pay the halt.
  *   - A pure spin (pausing between looks) sees a post in well under a
  *     microsecond, but only if the spinner has a CPU of its own: on the
  *     CPU the next holder needs it costs that holder a time slice.
@@ -22,10 +23,9 @@
  *   c = 1          yielding looks (the CPU never halts between turns)
  *   n < c          yielding looks: a rank looks while the driver drains; on
  *                  an idle machine a yield returns at once, so this costs
- *                  little more than a spin (0.72 against 0.52 us per
- *                  operation of the simulation job at N=1), and with two
- *                  simulations side by side a spinning rank held the CPU
- *                  its driver needed (46 us against 3.8 us)
+ *                  little more than a spin, and with two simulations side
+ *                  by side a spinning rank held the CPU its driver needed
+ *                  (an order of magnitude slower)
  *   n = c          a short spin, then yielding looks (the driver, draining,
  *                  may need a rank's CPU)
  *   n <= 4c        yielding looks (a round is shorter than the look)
@@ -56,9 +56,9 @@
 #include <valgrind/valgrind.h>
 #endif
 
-/* How long a look lasts: longer than a wake-up from halt costs (10-25 us),
- * short enough that a turn that runs long costs its looker little. 20 us
- * measured slower at every rank count. */
+/* How long a look lasts: longer than a wake-up from halt costs, short
+ * enough that a turn that runs long costs its looker little. 20 us
+ * measured slower at every rank count (docs/design.md). */
 #define LOOK_NS 50000u
 /* KB_WAIT_POLICY=spin: a spin as long as a look. */
 #define SPIN_NS 50000u
@@ -89,7 +89,8 @@ static int under_valgrind(void)
 }
 
 /* The online CPUs, read once per process: glibc's sysconf opens and
- * parses /sys/devices/system/cpu/online, about 6 us a call. */
+ * parses /sys/devices/system/cpu/online at every call, which costs more
+ * than a handoff. */
 static pthread_once_t online_once = PTHREAD_ONCE_INIT;
 static int online_n;
 
