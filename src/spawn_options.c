@@ -102,51 +102,70 @@ static int parse_numbers(const char *s, uint64_t *v, int max)
     }
 }
 
+/* The environment's schedule variables, in the order they are tried. */
+static const struct {
+    const char *name;
+    int kind;         /* kb_schedule */
+    int most;         /* numbers it holds at most */
+    const char *form; /* what a well-formed value is, for the warning */
+} schedule_vars[] = {
+    {"KB_SCHED_SEED", KB_SCHED_SEEDED, 1, "an integer"},
+    {"KB_SCHED_PCT", KB_SCHED_PCT, 3,
+     "seed:depth[:rounds], depth 1.." KB_STR(KB_SCHED_PCT_MAX_DEPTH) ", rounds >= 1"},
+    {"KB_SCHED_EXHAUSTIVE", KB_SCHED_EXHAUSTIVE, 2, "index:limit, limit >= 1"},
+};
+
+/* Is x[0..n) a well-formed value of a variable for this kind? */
+static int schedule_value_ok(int kind, const uint64_t *x, int n)
+{
+    if (kind == KB_SCHED_SEEDED)
+        return n == 1;
+    if (kind == KB_SCHED_PCT)
+        return n >= 2 && x[1] >= 1 && x[1] <= KB_SCHED_PCT_MAX_DEPTH && (n == 2 || x[2] >= 1);
+    return n == 2 && x[1] >= 1;
+}
+
+/* Take a well-formed value x as the run's strategy. */
+static void schedule_take(struct kb_run *run, int kind, const uint64_t *x)
+{
+    struct kb_strategy *st = &run->strategy;
+    st->kind = kind;
+    if (kind != KB_SCHED_EXHAUSTIVE) {
+        st->seed = x[0];
+        st->pct_depth = (unsigned)x[1];
+        st->pct_rounds = x[2];
+        return;
+    }
+    /* modulo the count: one index serves spawns of every size */
+    unsigned k;
+    uint64_t count;
+    kb__exhaustive_span(run->nprocs, x[1], &k, &count);
+    st->ex_index = x[0] % count;
+    st->ex_limit = x[1];
+}
+
 /* The schedule from the environment, when the code left it round-robin:
  * the first of KB_SCHED_SEED, KB_SCHED_PCT, KB_SCHED_EXHAUSTIVE that is
- * set and well formed. */
+ * set and well formed. The others are ignored with a warning. */
 static void schedule_from_env(struct kb_run *run)
 {
-    static const char *const names[] = {"KB_SCHED_SEED", "KB_SCHED_PCT", "KB_SCHED_EXHAUSTIVE"};
-    static const char *const forms[] = {
-        "an integer", "seed:depth[:rounds], depth 1.." KB_STR(KB_SCHED_PCT_MAX_DEPTH) ", rounds >= 1",
-        "index:limit, limit >= 1"};
     const char *chosen = NULL;
-    for (int i = 0; i < 3; i++) {
-        const char *v = getenv(names[i]);
+    for (size_t i = 0; i < sizeof schedule_vars / sizeof schedule_vars[0]; i++) {
+        const char *name = schedule_vars[i].name, *v = getenv(name);
         if (!v || !*v)
             continue;
         if (chosen) {
-            fprintf(stderr, "kbthreads: ignoring %s=%s (%s is set)\n", names[i], v, chosen);
+            fprintf(stderr, "kbthreads: ignoring %s=%s (%s is set)\n", name, v, chosen);
             continue;
         }
         uint64_t x[3] = {0, 0, 0};
-        static const int most[] = {1, 3, 2};
-        int n = parse_numbers(v, x, most[i]), ok;
-        if (i == 0)
-            ok = n == 1;
-        else if (i == 1)
-            ok = n >= 2 && x[1] >= 1 && x[1] <= KB_SCHED_PCT_MAX_DEPTH && (n == 2 || x[2] >= 1);
-        else
-            ok = n == 2 && x[1] >= 1;
-        if (!ok) {
-            fprintf(stderr, "kbthreads: ignoring %s=%s (not %s)\n", names[i], v, forms[i]);
+        int n = parse_numbers(v, x, schedule_vars[i].most);
+        if (!schedule_value_ok(schedule_vars[i].kind, x, n)) {
+            fprintf(stderr, "kbthreads: ignoring %s=%s (not %s)\n", name, v, schedule_vars[i].form);
             continue;
         }
-        chosen = names[i];
-        run->strategy.kind = i == 0 ? KB_SCHED_SEEDED : i == 1 ? KB_SCHED_PCT : KB_SCHED_EXHAUSTIVE;
-        if (i < 2) {
-            run->strategy.seed = x[0];
-            run->strategy.pct_depth = (unsigned)x[1];
-            run->strategy.pct_rounds = x[2];
-        } else {
-            /* modulo the count: one index serves spawns of every size */
-            unsigned k;
-            uint64_t count;
-            kb__exhaustive_span(run->nprocs, x[1], &k, &count);
-            run->strategy.ex_index = x[0] % count;
-            run->strategy.ex_limit = x[1];
-        }
+        chosen = name;
+        schedule_take(run, schedule_vars[i].kind, x);
     }
 }
 
