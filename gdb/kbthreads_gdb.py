@@ -48,6 +48,9 @@ _KB_VALUES = {
     "KB_SUSP_WAIT": _KB_SUSP_WAIT, "KB_SUSP_BARRIER": _KB_SUSP_BARRIER, "KB_STOP_FAILED": _KB_STOP_FAILED,
     "KB_CANCEL_UNWIND": 0, "KB_CANCEL_RETURN": 1,
 }
+# Where the debug info defines them: every _KB_VALUES name but KB_DRIVER, a
+# #define, which DWARF does not carry (only the descriptor checks it).
+_KB_VALUE_ENUMS = ("enum kb_rank_state", "enum kb_susp", "enum kb_stop", "enum kb_cancel_mode")
 # How many elements of one queue `kb queues` prints at most.
 _KB_QUEUE_PRINT_MAX = 200
 # Sanity bounds: more than this is a corrupt (or changing) structure.
@@ -100,6 +103,18 @@ def _kb_signed32(v):
     return v - (1 << 32) if v >= 1 << 31 else v
 
 
+def _kb_check_values(values, source, unchecked):
+    """Refuse a library whose constants (values: name -> value, as source
+    gives them) differ from the ones this reader copied by hand into
+    _KB_VALUES, but for the names in unchecked: a reader that misread a
+    state would print wrong states without a word."""
+    for name, want in sorted(_KB_VALUES.items()):
+        if name not in unchecked and values.get(name) != want:
+            raise KbError("kb: %s gives %s = %s, but this reader expects %d; use the gdb/kbthreads_gdb.py and "
+                          "kbthreads-dump that came with that library" % (source, name, values.get(name, "nothing"),
+                                                                          want))
+
+
 def kb_parse_descriptor(read, addr):
     """(layout, address of kb_live_runs, address of kb_live_runs_gen) from the
     descriptor at addr. read(addr, n) returns n bytes of the inferior."""
@@ -124,11 +139,7 @@ def kb_parse_descriptor(read, addr):
             values[name[len("value."):]] = _kb_signed32(offset)
         else:
             entries[name] = (offset, size)
-    for name, want in sorted(_KB_VALUES.items()):
-        if values.get(name) != want:
-            raise KbError("kb: the libkbthreads debug descriptor at 0x%x gives %s = %s, but this reader "
-                          "expects %d; use the gdb/kbthreads_gdb.py and kbthreads-dump that came with that "
-                          "library" % (addr, name, values.get(name, "nothing"), want))
+    _kb_check_values(values, "the libkbthreads debug descriptor at 0x%x" % addr, ())
     for kind, _, fields in _KB_STRUCTS:
         for name in (kind,) + tuple(kind + "." + f for f in fields):
             if name not in entries:
@@ -456,6 +467,19 @@ def _kb_debug_info_layout():
     return KbLayout(entries, "debug info")
 
 
+def _kb_check_debug_info_values():
+    """The check kb_parse_descriptor makes, on the values of the enums in
+    the debug info (a missing enum shows as "nothing")."""
+    values = {}
+    for ctype in _KB_VALUE_ENUMS:
+        try:
+            fields = gdb.lookup_type(ctype).fields()
+        except gdb.error:
+            continue
+        values.update((f.name, f.enumval) for f in fields)
+    _kb_check_values(values, "the libkbthreads debug info", ("KB_DRIVER",))
+
+
 def _kb_symbol_addresses(name):
     """Addresses of the variable name in every objfile that has it (the
     shared library, or a static copy linked into the program), once each:
@@ -494,6 +518,7 @@ def _kb_registries():
     if layout is not None:
         heads = _kb_symbol_addresses("kb_live_runs")
         if heads:
+            _kb_check_debug_info_values()
             return [(h, KbReader(_kb_read, layout)) for h in heads]
     out = []
     for addr in _kb_symbol_addresses("kb_debug_offsets"):
