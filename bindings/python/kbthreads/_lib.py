@@ -175,8 +175,6 @@ _proto("kb_pending_collectives", c_size_t, c_void_p, POINTER(Collective), c_size
 _proto("kb_rank", c_int)
 _proto("kb_world_size", c_int)
 _proto("kb_cancelled", c_int)
-_proto("kb_yield", c_int)
-_proto("kb_barrier", c_int)
 _proto("kb_spawn_error_count", c_size_t, c_void_p)
 _proto("kb_spawn_error_get", POINTER(RankError), c_void_p, c_size_t)
 _proto("kb_spawn_error_drain_code", c_int, c_void_p)
