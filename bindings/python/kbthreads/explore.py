@@ -291,7 +291,12 @@ class Runner:
 # ---- strategies ----------------------------------------------------------------
 def exhaustive_count(nprocs: int, limit: int) -> int:
     """(n!)^k for the largest k with (n!)^k <= limit: the library's
-    KB_SCHED_EXHAUSTIVE count (order.c: kb_exhaustive_span)."""
+    KB_SCHED_EXHAUSTIVE count (src/order.c: kb_exhaustive_span).
+
+    A copy, not a call: kb_exhaustive_span is internal to the library (not
+    in include/kbthreads.h, not exported), and this file never loads the
+    library (it is installed alone as bin/kbthreads-explore).
+    tests/explore/test_explore.py checks that the two agree."""
     f = math.factorial(nprocs) if nprocs >= 0 else 1
     count = 1
     if f < 2:
