@@ -41,7 +41,9 @@ _KB_STOP_FAILED = 2
 # kbthreads-dump words its baton line by it.
 KB_DRIVER = -1
 _KB_CANCEL_MODES = {0: "UNWIND", 1: "RETURN"}
-# The descriptor's value.* entries this reader relies on.
+# The library's constants as this reader copied them, checked against the
+# library's own before anything is read (_kb_check_values): the descriptor's
+# value.* entries, or the enums of the debug info.
 _KB_VALUES = {
     "KB_DRIVER": KB_DRIVER, "KB_RS_NEW": _KB_RS_NEW, "KB_RS_STARTED": _KB_RS_STARTED,
     "KB_RS_FINISHED": _KB_RS_FINISHED, "KB_SUSP_NONE": _KB_SUSP_NONE, "KB_SUSP_YIELD": _KB_SUSP_YIELD,
