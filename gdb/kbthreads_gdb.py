@@ -19,7 +19,12 @@
 # and gdb, no use of __file__): it is also embedded verbatim in the library.
 # Outside gdb (no `gdb` module) it defines only the part that reads memory
 # through a function given to it: tools/kbthreads-dump imports it for that.
+# What the dump may use is the part without a leading underscore: KbError,
+# KbReader, kb_parse_descriptor, KB_DRIVER, kb_run_header, kb_rank_state,
+# kb_driver_idle, KbRankThread and kb_rank_table. Everything named with an
+# underscore is this file's own and may change without notice.
 
+import collections
 import re
 import struct
 
@@ -32,15 +37,22 @@ except ImportError:
 _KB_RS_NEW, _KB_RS_STARTED, _KB_RS_FINISHED = 0, 1, 2
 _KB_SUSP_NONE, _KB_SUSP_YIELD, _KB_SUSP_WAIT, _KB_SUSP_BARRIER = 0, 1, 2, 3
 _KB_STOP_FAILED = 2
-_KB_DRIVER = -1
+# run->holder when the driver holds the baton (src/run.h): public, because
+# kbthreads-dump words its baton line by it.
+KB_DRIVER = -1
 _KB_CANCEL_MODES = {0: "UNWIND", 1: "RETURN"}
-# The descriptor's value.* entries this reader relies on.
+# The library's constants as this reader copied them, checked against the
+# library's own before anything is read (_kb_check_values): the descriptor's
+# value.* entries, or the enums of the debug info.
 _KB_VALUES = {
-    "KB_DRIVER": _KB_DRIVER, "KB_RS_NEW": _KB_RS_NEW, "KB_RS_STARTED": _KB_RS_STARTED,
+    "KB_DRIVER": KB_DRIVER, "KB_RS_NEW": _KB_RS_NEW, "KB_RS_STARTED": _KB_RS_STARTED,
     "KB_RS_FINISHED": _KB_RS_FINISHED, "KB_SUSP_NONE": _KB_SUSP_NONE, "KB_SUSP_YIELD": _KB_SUSP_YIELD,
     "KB_SUSP_WAIT": _KB_SUSP_WAIT, "KB_SUSP_BARRIER": _KB_SUSP_BARRIER, "KB_STOP_FAILED": _KB_STOP_FAILED,
     "KB_CANCEL_UNWIND": 0, "KB_CANCEL_RETURN": 1,
 }
+# Where the debug info defines them: every _KB_VALUES name but KB_DRIVER, a
+# #define, which DWARF does not carry (only the descriptor checks it).
+_KB_VALUE_ENUMS = ("enum kb_rank_state", "enum kb_susp", "enum kb_stop", "enum kb_cancel_mode")
 # How many elements of one queue `kb queues` prints at most.
 _KB_QUEUE_PRINT_MAX = 200
 # Sanity bounds: more than this is a corrupt (or changing) structure.
@@ -93,6 +105,18 @@ def _kb_signed32(v):
     return v - (1 << 32) if v >= 1 << 31 else v
 
 
+def _kb_check_values(values, source, unchecked):
+    """Refuse a library whose constants (values: name -> value, as source
+    gives them) differ from the ones this reader copied by hand into
+    _KB_VALUES, but for the names in unchecked: a reader that misread a
+    state would print wrong states without a word."""
+    for name, want in sorted(_KB_VALUES.items()):
+        if name not in unchecked and values.get(name) != want:
+            raise KbError("kb: %s gives %s = %s, but this reader expects %d; use the gdb/kbthreads_gdb.py and "
+                          "kbthreads-dump that came with that library" % (source, name, values.get(name, "nothing"),
+                                                                          want))
+
+
 def kb_parse_descriptor(read, addr):
     """(layout, address of kb_live_runs, address of kb_live_runs_gen) from the
     descriptor at addr. read(addr, n) returns n bytes of the inferior."""
@@ -117,11 +141,7 @@ def kb_parse_descriptor(read, addr):
             values[name[len("value."):]] = _kb_signed32(offset)
         else:
             entries[name] = (offset, size)
-    for name, want in sorted(_KB_VALUES.items()):
-        if values.get(name) != want:
-            raise KbError("kb: the libkbthreads debug descriptor at 0x%x gives %s = %s, but this reader "
-                          "expects %d; use the gdb/kbthreads_gdb.py and kbthreads-dump that came with that "
-                          "library" % (addr, name, values.get(name, "nothing"), want))
+    _kb_check_values(values, "the libkbthreads debug descriptor at 0x%x" % addr, ())
     for kind, _, fields in _KB_STRUCTS:
         for name in (kind,) + tuple(kind + "." + f for f in fields):
             if name not in entries:
@@ -162,7 +182,7 @@ class KbRun(object):
         self.run, self.ranks, self.ctx, self.errors, self.pool = run, ranks, ctx, errors, pool
         self.addr = run.addr
         self.nprocs = run.get("nprocs")
-        self.holder = run.get("holder", _KB_DRIVER)
+        self.holder = run.get("holder", KB_DRIVER)
         self._reader = reader
 
     def thread_ids(self, index):
@@ -342,9 +362,43 @@ def kb_rank_state(r, index):
     return prefix + "ready"
 
 
+# A rank's thread as a tool found it, for kb_rank_table: its LWP, its name,
+# its gdb thread number ("thread" column; unused without it) and whether it
+# is the thread gdb has selected.
+KbRankThread = collections.namedtuple("KbRankThread", "lwp name label selected")
+
+
+def _kb_rank_row(mark, rank, label, lwp, name, state, gdb_threads):
+    """One row of the rank table; the thread column only for gdb."""
+    columns = [" %s %5s" % (mark, rank)]
+    if gdb_threads:
+        columns.append("%6s" % label)
+    columns += ["%8s" % lwp, "%-15s" % name, state]
+    return "  ".join(columns)
+
+
+def kb_rank_table(r, find_thread, gdb_threads):
+    """The rank table of `kb ranks` (gdb_threads: with gdb's thread numbers
+    and a '*' on the selected thread) and of kbthreads-dump (without them):
+    a header, then one line per rank. find_thread(lwp, pthread_t) is the
+    rank's live thread as a KbRankThread, or None when the tool finds none.
+    One function for both, so the two tables cannot drift apart."""
+    lines = [_kb_rank_row(" ", "rank", "thread", "LWP", "name", "state", gdb_threads)]
+    for i in range(r.nprocs):
+        tid, handle = r.thread_ids(i)
+        t = find_thread(tid, handle)
+        if t is None:
+            # a rank whose thread has ended (its tid was written) or never ran
+            mark, label, lwp, name = " ", "-", "-", "(exited)" if tid else "(no thread)"
+        else:
+            mark, label, lwp, name = "*" if t.selected else " ", t.label, t.lwp or "-", t.name
+        lines.append(_kb_rank_row(mark, i, label, lwp, name, kb_rank_state(r, i), gdb_threads))
+    return lines
+
+
 def kb_driver_idle(r):
     """A process context nobody is joining: no thread owns its ctx."""
-    return r.holder == _KB_DRIVER and r.ctx.get("owner") == 0
+    return r.holder == KB_DRIVER and r.ctx.get("owner") == 0
 
 
 def kb_waiters(runs):
@@ -415,6 +469,19 @@ def _kb_debug_info_layout():
     return KbLayout(entries, "debug info")
 
 
+def _kb_check_debug_info_values():
+    """The check kb_parse_descriptor makes, on the values of the enums in
+    the debug info (a missing enum shows as "nothing")."""
+    values = {}
+    for ctype in _KB_VALUE_ENUMS:
+        try:
+            fields = gdb.lookup_type(ctype).fields()
+        except gdb.error:
+            continue
+        values.update((f.name, f.enumval) for f in fields)
+    _kb_check_values(values, "the libkbthreads debug info", ("KB_DRIVER",))
+
+
 def _kb_symbol_addresses(name):
     """Addresses of the variable name in every objfile that has it (the
     shared library, or a static copy linked into the program), once each:
@@ -453,6 +520,7 @@ def _kb_registries():
     if layout is not None:
         heads = _kb_symbol_addresses("kb_live_runs")
         if heads:
+            _kb_check_debug_info_values()
             return [(h, KbReader(_kb_read, layout)) for h in heads]
     out = []
     for addr in _kb_symbol_addresses("kb_debug_offsets"):
@@ -510,9 +578,16 @@ class _KbThreads(object):
             return "%d.%d" % (self.inferior_num, t.num)
         return str(t.num)
 
+    def rank_thread(self, lwp, handle):
+        """The KbRankThread kb_rank_table shows for a rank, or None."""
+        t = self.find(lwp, handle)
+        if t is None:
+            return None
+        return KbRankThread(t.ptid[1], t.name or "-", self.label(t), t.ptid[1] == self.selected)
+
 
 def _kb_holder_text(r, threads):
-    if r.holder == _KB_DRIVER:
+    if r.holder == KB_DRIVER:
         tid = r.run.get("driver_tid")
         t = threads.find(tid)
         if kb_driver_idle(r):
@@ -532,15 +607,7 @@ def _kb_print_run(r, threads):
     gdb.write("  baton: %s\n" % _kb_holder_text(r, threads))
     if r.nprocs <= 0:
         return
-    gdb.write("   %5s  %6s  %8s  %-15s  %s\n" % ("rank", "thread", "LWP", "name", "state"))
-    for i in range(r.nprocs):
-        tid, handle = r.thread_ids(i)
-        t = threads.find(tid, handle)
-        lwp = t.ptid[1] if t is not None else 0
-        name = (t.name or "-") if t is not None else "(exited)" if tid else "(no thread)"
-        mark = "*" if t is not None and lwp == threads.selected else " "
-        gdb.write(" %s %5d  %6s  %8s  %-15s  %s\n"
-                  % (mark, i, threads.label(t) if t is not None else "-", lwp or "-", name, kb_rank_state(r, i)))
+    gdb.write("\n".join(kb_rank_table(r, threads.rank_thread, True)) + "\n")
     pool = []
     for wv in r.pool:
         t = threads.find(wv.get("tid"), wv.get("thread"))

@@ -77,6 +77,9 @@ def elf_section_names(path):
 # The session. Markers split the output into one part per command.
 # Where the descriptor's version is (src/debug_offsets.h: after the 8-byte magic).
 POKE_VERSION = "set var *(unsigned int *)((char *)&kb_debug_offsets + 8) = %d"
+# A constant the script copied by hand from src/run.h, changed in the loaded
+# script as if it had drifted from the library (KB_SUSP_WAIT is 2).
+DRIFT_VALUE = "python _KB_VALUES['KB_SUSP_WAIT'] = %d"
 
 
 def session_commands(extra_load):
@@ -99,7 +102,8 @@ def session_commands(extra_load):
             cmds += ["echo @@stop3 kb-thread\\n", "kb thread 2 kb_live_runs", "thread",
                      "echo @@stop3 auto-load\\n", "info auto-load python-scripts",
                      "echo @@stop3 shared\\n", "info sharedlibrary",
-                     "echo @@stop3 version-mismatch\\n", POKE_VERSION % 99, "kb ranks", POKE_VERSION % 1]
+                     "echo @@stop3 version-mismatch\\n", POKE_VERSION % 99, "kb ranks", POKE_VERSION % 1,
+                     "echo @@stop3 value-drift\\n", DRIFT_VALUE % 7, "kb ranks", DRIFT_VALUE % 2]
         cmds += ["echo @@stop%d end\\n" % stop, "continue"]
     cmds += ["echo @@after-exit\\n", "kb ranks", "echo @@done\\n"]
     return cmds
@@ -244,6 +248,18 @@ def thread_of(threads, name):
     return None
 
 
+def check_value_drift_refused(text, mode, descriptor):
+    """A library whose constants differ from the script's copies is refused
+    with the name, both values and where the library's came from, whether
+    the layout came from the descriptor or from the debug info."""
+    source = r"debug descriptor at 0x[0-9a-f]+" if descriptor else r"debug info"
+    check(re.search(r"kb: the libkbthreads %s gives KB_SUSP_WAIT = 2, but this reader expects 7; use the "
+                    r"gdb/kbthreads_gdb.py and kbthreads-dump that came with that library" % source, text)
+          and "run 0x" not in text,
+          "[%s] kb ranks read a library whose KB_SUSP_WAIT differs from the script's instead of refusing it"
+          % mode, text)
+
+
 def check_session(out, mode, descriptor):
     parts = split_parts(out)
     for key in ("stop1 kb-ranks", "stop2 kb-ranks", "stop3 kb-ranks", "done"):
@@ -358,6 +374,8 @@ def check_session(out, mode, descriptor):
     else:
         check(len(parse_ranks(mismatch)) == 2,
               "[%s] with debug info, kb ranks should not depend on the descriptor" % mode, mismatch)
+
+    check_value_drift_refused(parts.get("stop3 value-drift", ""), mode, descriptor)
 
     check("kb_gdb_target: ok" in out, "[%s] the program did not finish its own checks" % mode, out)
     check(re.search(r"\[Inferior 1 \(process \d+\) exited normally\]", out),

@@ -10,13 +10,18 @@ KBTHREADS_LIBRARY (the library the Python target loads), KB_BINDING_DIR
 """
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
+import math
 import os
+import pathlib
 import re
 import shlex
 import signal
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -25,6 +30,16 @@ TARGET = os.environ["KB_EXPLORE_TARGET"]
 PY_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "explore_target.py")
 BINDING = os.environ["KB_BINDING_DIR"]
 PYTHON = sys.executable
+
+
+def load_explore() -> types.ModuleType:
+    """The build tree's kbthreads-explore as a module (a file without .py)."""
+    loader = importlib.machinery.SourceFileLoader("kbthreads_explore", EXPLORE)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[loader.name] = module  # dataclasses look their module up
+    loader.exec_module(module)
+    return module
 
 
 def env_with_binding() -> dict[str, str]:
@@ -128,6 +143,44 @@ def test_exhaustive_tries_every_order_of_the_first_round_then_stops(tmp_path):
     r = explore("--strategy", "exhaustive", "--runs", "30", "--out", str(tmp_path), "--", TARGET, "ok")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "no failure: tried 23 runs, 24 distinct schedules" in r.stdout
+
+
+def recorded_rounds(explore_module: types.ModuleType, tmp_path: pathlib.Path, index: int,
+                    limit: int) -> list[list[int]]:
+    """The orders `explore_target ok` (4 ranks, 4 rounds) runs under
+    KB_SCHED_EXHAUSTIVE=index:limit, read from its recording."""
+    record = str(tmp_path / f"{index}-{limit}.schedule")
+    env = dict(os.environ, KB_SCHED_EXHAUSTIVE=f"{index}:{limit}", KB_RECORD=record)
+    r = subprocess.run([TARGET, "ok"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [spawn] = explore_module.read_schedule(record)
+    return spawn.rounds
+
+
+# The explorer plans exhaustive runs with its own copy of the library's count
+# (exhaustive_count, kb_exhaustive_span in C): (4!)^k schedules of 4 ranks
+# for the first k rounds. At limit 575 the library enumerates one round, at
+# 576 two; each limit's count is checked against what the library runs.
+EXHAUSTIVE_LIMITS = [575, 576]
+
+
+@pytest.mark.parametrize("limit", EXHAUSTIVE_LIMITS)
+def test_the_last_exhaustive_index_changes_exactly_the_rounds_the_count_covers(tmp_path: pathlib.Path,
+                                                                               limit: int) -> None:
+    explore_module = load_explore()
+    count = explore_module.exhaustive_count(4, limit)
+    k = round(math.log(count, 24))
+    last = recorded_rounds(explore_module, tmp_path, count - 1, limit)
+    assert [r != sorted(r) for r in last[: k + 1]] == [True] * k + [False]
+
+
+@pytest.mark.parametrize("limit", EXHAUSTIVE_LIMITS)
+def test_the_exhaustive_index_count_wraps_to_round_robin(tmp_path: pathlib.Path, limit: int) -> None:
+    # the library takes the index modulo its own count
+    explore_module = load_explore()
+    count = explore_module.exhaustive_count(4, limit)
+    wrapped = recorded_rounds(explore_module, tmp_path, count, limit)
+    assert wrapped == recorded_rounds(explore_module, tmp_path, 0, limit)
 
 
 # ---- crashes, hangs, several spawns, output ------------------------------------------

@@ -30,41 +30,39 @@ def load_explore():
 
 def test_a_recording_of_10_5_rounds_of_64_ranks_replays(tmp_path):
     # Every 1000th round in a shuffled order, the others in rank order.
+    explore = load_explore()
     rng = random.Random(5)
     ranks = list(range(RANKS))
+    orders = [rng.sample(ranks, RANKS) if r % 1000 == 0 else ranks for r in range(1, ROUNDS + 1)]
     lines = ["kbthreads-schedule 1", f"nprocs {RANKS}"]
-    for r in range(1, ROUNDS + 1):
-        order = rng.sample(ranks, RANKS) if r % 1000 == 0 else ranks
-        lines.append(f"round {r} " + " ".join(map(str, order)))
+    lines += [f"round {r} " + " ".join(map(str, order)) for r, order in enumerate(orders, 1)]
     recording = tmp_path / "long.schedule"
     recording.write_text("\n".join(lines) + "\n")
     env = dict(os.environ, KB_REPLAY=str(recording), KB_RECORD=str(tmp_path / "again.schedule"))
     r = subprocess.run([TARGET, "long", str(ROUNDS)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout == f"{RANKS} ranks, {ROUNDS} rounds: ok\n"
-    replayed = [line for line in (tmp_path / "again.schedule").read_text().splitlines() if line.startswith("round ")]
-    assert replayed == lines[2:]
+    [replayed] = explore.read_schedule(str(tmp_path / "again.schedule"))
+    assert replayed.numbers == list(range(1, ROUNDS + 1))
+    assert replayed.rounds == orders
 
 
 class FakeRunner:
     """Stands for a 10^5-round, 64-rank program whose failure needs two
     rounds far apart in their recorded orders: reads the partial schedule
-    each replay is given and writes the recording the program would."""
+    each replay is given (through the explorer's reader) and writes the
+    recording the program would."""
 
     NEEDED = (31_337, 77_777)  # round numbers
 
-    def __init__(self, original):
-        self.original = original
+    def __init__(self, explore):
+        self.explore = explore
         self.replays = 0
 
     def run(self, prefix, env, tag=0):
         self.replays += 1
-        listed = {}
-        with open(env["KB_REPLAY"]) as f:
-            for line in f:
-                if line.startswith("round "):
-                    _, number, order = line.split(" ", 2)
-                    listed[int(number)] = order
+        [partial] = self.explore.read_schedule(env["KB_REPLAY"])
+        listed = {n: " ".join(map(str, order)) + "\n" for n, order in zip(partial.numbers, partial.rounds)}
         rank_order = " ".join(map(str, range(RANKS))) + "\n"
         with open(env["KB_RECORD"], "w") as f:
             f.write(f"kbthreads-schedule 1\nspawn 1\nnprocs {RANKS}\n")
@@ -81,7 +79,7 @@ def test_shrinking_a_10_5_round_64_rank_schedule_stays_within_the_replay_bound(t
     ranks = list(range(RANKS))
     orders = [rng.sample(ranks, RANKS) for _ in range(101)]  # none of them rank order
     original = [explore.Section(RANKS, [orders[r % 101] for r in range(ROUNDS)], "failed")]
-    runner = FakeRunner(original)
+    runner = FakeRunner(explore)
     runner.outcome = lambda code: explore.Outcome("exit", 1, "exit status 1") if code else explore.Outcome("ok", 0, "ok")
     result = explore.shrink(runner, str(tmp_path), original, explore.Outcome("exit", 1, "exit status 1"), jobs=1)
     assert result.reproduced

@@ -105,7 +105,20 @@ merge.
 """
 
 
-# ---- recordings -------------------------------------------------------------
+# ---- schedule files ------------------------------------------------------------
+# The one Python reader (read_schedule) and writer (write_partial) of the
+# files KB_RECORD writes and KB_REPLAY reads; other Python code (the tests
+# too) reads schedules through read_schedule. The library's reader,
+# src/schedule.c (kb_replay_open), is the authority on the format, and
+# docs/scheduling.md ("Record and replay") describes it for users. In short:
+# one section per spawn, each opened by the line "kbthreads-schedule 1",
+# then "spawn K" (the process's K-th spawn, when it spawned more than once),
+# "nprocs N", "partial" (only the listed rounds are forced), and one
+# "round K R R ..." line per round: its number, then the ranks in the order
+# they ran. "schedule", "drain" and "end" lines are informational; "#"
+# lines are comments. This reader is lenient where the library is strict: it
+# reads recordings of runs that may have been killed mid-line, so it skips a
+# line it cannot read instead of refusing the file.
 @dataclass
 class Section:
     """One spawn's recording (docs/scheduling.md, "Record and replay")."""
@@ -113,6 +126,9 @@ class Section:
     nprocs: int = -1
     rounds: list[list[int]] = field(default_factory=list)
     end: str = ""
+    # each round's number as the file gives it: 1, 2, ... in a recording,
+    # the forced rounds only in a partial schedule
+    numbers: list[int] = field(default_factory=list)
 
 
 def read_schedule(path: str) -> list[Section]:
@@ -134,6 +150,7 @@ def read_schedule(path: str) -> list[Section]:
             sections[-1].nprocs = int(words[1])
         elif words[0] == "round" and len(words) > 2 and all(w.isdigit() for w in words[1:]):
             sections[-1].rounds.append([int(w) for w in words[2:]])
+            sections[-1].numbers.append(int(words[1]))
         elif words[0] == "end":
             sections[-1].end = " ".join(words[1:])
     return sections
@@ -274,7 +291,12 @@ class Runner:
 # ---- strategies ----------------------------------------------------------------
 def exhaustive_count(nprocs: int, limit: int) -> int:
     """(n!)^k for the largest k with (n!)^k <= limit: the library's
-    KB_SCHED_EXHAUSTIVE count (order.c: kb__exhaustive_span)."""
+    KB_SCHED_EXHAUSTIVE count (src/order.c: kb_exhaustive_span).
+
+    A copy, not a call: kb_exhaustive_span is internal to the library (not
+    in include/kbthreads.h, not exported), and this file never loads the
+    library (it is installed alone as bin/kbthreads-explore).
+    tests/explore/test_explore.py checks that the two agree."""
     f = math.factorial(nprocs) if nprocs >= 0 else 1
     count = 1
     if f < 2:

@@ -3,6 +3,7 @@ no rank returns from an opened barrier before the next round begins; in that
 round every waiter returns at its turn, so the code after the barrier starts
 in rank order, or in that round's order under a seeded schedule."""
 import kbthreads
+from kbthreads.explore import read_schedule
 
 
 def run_plans(plans: dict[int, str], nprocs: int) -> list[str]:
@@ -91,8 +92,9 @@ def test_a_barrier_opened_by_a_finishing_rank_releases_the_waiters_in_the_next_r
 
 
 def recorded_rounds(path: str) -> list[list[int]]:
-    with open(path) as f:
-        return [[int(r) for r in ln.split()[2:]] for ln in f if ln.startswith("round ")]
+    """The orders of the one spawn KB_RECORD wrote to path."""
+    [spawn] = read_schedule(path)
+    return spawn.rounds
 
 
 def test_under_a_seed_the_waiters_leave_in_the_next_rounds_order(tmp_path, monkeypatch):
