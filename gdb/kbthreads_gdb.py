@@ -63,16 +63,18 @@ _KB_MAX_RUNS = 100000
 # header_size, field_size, nfields, pointer_size, reserved, live_runs,
 # live_runs_gen; then nfields entries of a 24-byte name, offset and size.
 KB_DEBUG_MAGIC = b"kbdebug\0"
-KB_DEBUG_VERSION = 1
+KB_DEBUG_VERSION = 2
 _KB_DEBUG_HEADER = struct.Struct("<8sIIIIIIQQ")
 _KB_DEBUG_ENTRY = struct.Struct("<24sII")
 
-# What the readers use: (kind, C type for the debug info, fields).
+# What the readers use: (kind, C type for the debug info, fields). A field
+# is named as the descriptor names it; where its C path in the struct
+# differs (a field of a member struct), _KB_PATHS gives the path.
 _KB_STRUCTS = (
     ("run", "struct kb_run", ("ctx", "nprocs", "ranks", "holder", "nlive", "cancel_mode", "stop", "failed",
                               "errors", "nerrors", "drain_code", "drain_handle", "driver_tid", "handoffs",
                               "reg_next")),
-    ("rank", "struct kb_rank", ("w", "index", "state", "cancelled", "unwinding", "recorded", "susp",
+    ("rank", "struct kb_rank", ("w", "index", "state", "cancelled", "unwinding", "failed", "susp",
                                 "susp_handle", "tid")),
     ("worker", "struct kb_worker", ("thread", "tid", "next")),
     ("ctx", "struct kb_ctx", ("owner", "waits", "colls", "pool")),
@@ -81,6 +83,13 @@ _KB_STRUCTS = (
     ("rank_error", "kb_rank_error", ("rank", "code", "message")),
     ("handle", "kb_handle", ()),
 )
+# The C paths of the fields of struct kb_run that live in its member
+# structs (src/run.h; src/debug_offsets.c names them the same way).
+_KB_PATHS = {
+    "run.failed": "failure.failed", "run.errors": "failure.errors", "run.nerrors": "failure.nerrors",
+    "run.drain_code": "failure.drain_code", "run.drain_handle": "failure.drain_handle",
+    "run.handoffs": "counters.handoffs", "run.reg_next": "registry.next",
+}
 
 
 class KbError(Exception):
@@ -324,8 +333,8 @@ def kb_run_header(r):
 def kb_rank_state(r, index):
     """The state column of `kb ranks` (and kbthreads-dump) for rank index."""
     rk = r.ranks[index]
-    state, cancelled, unwinding, recorded, susp = (
-        rk.get(f) for f in ("state", "cancelled", "unwinding", "recorded", "susp"))
+    state, cancelled, unwinding, failed, susp = (
+        rk.get(f) for f in ("state", "cancelled", "unwinding", "failed", "susp"))
 
     def failure():
         code, msg = r.errors.get(index, (None, ""))
@@ -334,7 +343,7 @@ def kb_rank_state(r, index):
         return "failed (code %d%s)" % (code, ": " + msg if msg else "")
 
     if state == _KB_RS_FINISHED:
-        if recorded:
+        if failed:
             return failure()
         if cancelled:
             return "cancelled"
@@ -347,14 +356,14 @@ def kb_rank_state(r, index):
             extra.append("unwinding after cancel" if unwinding else "cancelled")
         elif unwinding:
             extra.append("unwinding")
-        if recorded:
+        if failed:
             extra.append(failure())
         return "running" + (" (" + ", ".join(extra) + ")" if extra else "")
     if state == _KB_RS_NEW:
         return "cancelled" if cancelled else "not started"
     if cancelled:
         return "cancelled (resuming)"
-    prefix = failure() + ", " if recorded else ""
+    prefix = failure() + ", " if failed else ""
     if susp == _KB_SUSP_WAIT:
         return prefix + "waiting on handle %d" % rk.get("susp_handle")
     if susp == _KB_SUSP_BARRIER:
@@ -452,6 +461,19 @@ def _kb_read(addr, n):
         raise KbError("kb: cannot read the scheduler state at 0x%x: %s" % (addr, e))
 
 
+def _kb_field_at(t, path):
+    """(byte offset, size) of the field at the dotted path in struct type t,
+    or None when the debug info has no such field."""
+    offset = 0
+    for part in path.split("."):
+        f = next((f for f in t.fields() if f.name == part), None)
+        if f is None:
+            return None
+        offset += f.bitpos // 8
+        t = f.type.strip_typedefs()
+    return offset, t.sizeof
+
+
 def _kb_debug_info_layout():
     """The layout from the debug info, or None without it."""
     entries = {}
@@ -463,9 +485,10 @@ def _kb_debug_info_layout():
                 return None
             continue
         entries[kind] = (0, t.sizeof)
-        for f in t.fields() if fields else ():
-            if f.name in fields:
-                entries[kind + "." + f.name] = (f.bitpos // 8, f.type.sizeof)
+        for name in fields:
+            where = _kb_field_at(t, _KB_PATHS.get(kind + "." + name, name))
+            if where is not None:
+                entries[kind + "." + name] = where
     return KbLayout(entries, "debug info")
 
 

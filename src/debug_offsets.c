@@ -35,7 +35,7 @@
     F("rank.state", struct kb_rank, state)                                                                   \
     F("rank.cancelled", struct kb_rank, cancelled)                                                           \
     F("rank.unwinding", struct kb_rank, unwinding)                                                           \
-    F("rank.recorded", struct kb_rank, failed)                                                               \
+    F("rank.failed", struct kb_rank, failed)                                                                 \
     F("rank.susp", struct kb_rank, susp)                                                                     \
     F("rank.susp_handle", struct kb_rank, susp_handle)                                                       \
     F("rank.tid", struct kb_rank, tid)                                                                       \

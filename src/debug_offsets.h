@@ -11,17 +11,21 @@
  * and sizeof (debug_offsets.c), so it cannot drift from them; a reader
  * refuses a version it does not know. Changing what a field means, or
  * removing an entry, bumps KB_DEBUG_OFFSETS_VERSION; adding an entry does
- * not (readers look entries up by name).
+ * not (readers look entries up by name). An entry's name is the reader's
+ * word for a field, not its C path: "run.failed" is run->failure.failed.
+ * Version 2: the generation is a 32-bit ck_sequence_t (was 64-bit), and
+ * "rank.recorded" is "rank.failed".
  */
 #ifndef KB_DEBUG_OFFSETS_H
 #define KB_DEBUG_OFFSETS_H
 
+#include <ck_sequence.h>
 #include <stdint.h>
 
 struct kb_run;
 
 #define KB_DEBUG_OFFSETS_MAGIC   "kbdebug"
-#define KB_DEBUG_OFFSETS_VERSION 1
+#define KB_DEBUG_OFFSETS_VERSION 2
 #define KB_DEBUG_NAME_MAX        24
 
 /* One entry. "<struct>.<field>": the field's byte offset in the struct and
@@ -46,11 +50,11 @@ struct kb_debug_offsets {
     uint32_t pointer_size; /* sizeof(void *) */
     uint32_t reserved;     /* 0 */
     /* Where the registry of live runs is (registry.c): the list head, and a
-     * counter the registry makes odd while it changes the list and even
-     * again after, so a reader in another process can tell whether the list
-     * changed under it. */
+     * ck_sequence_t (a 32-bit counter) the registry makes odd while it
+     * changes the list and even again after, so a reader in another process
+     * can tell whether the list changed under it. */
     struct kb_run *const *live_runs;
-    const uint64_t *live_runs_gen;
+    const ck_sequence_t *live_runs_gen;
     struct kb_debug_field fields[KB_DEBUG_NFIELDS];
 };
 
@@ -58,6 +62,6 @@ extern const struct kb_debug_offsets kb_debug_offsets;
 
 /* registry.c */
 extern struct kb_run *kb_live_runs;
-extern uint64_t kb_live_runs_gen;
+extern ck_sequence_t kb_live_runs_gen;
 
 #endif

@@ -6,7 +6,7 @@
  * and the exported debug descriptor (debug_offsets.h) points at them for
  * builds without one.
  */
-#include <ck_pr.h>
+#include <ck_sequence.h>
 #include <pthread.h>
 
 #include "debug_offsets.h"
@@ -14,9 +14,11 @@
 
 pthread_mutex_t kb__live_runs_lock = PTHREAD_MUTEX_INITIALIZER;
 struct kb_run *kb_live_runs;
-/* Odd while the list changes, even otherwise (under the lock): a reader in
- * another process compares it before and after it walks the list. */
-uint64_t kb_live_runs_gen;
+/* Concurrency Kit's sequence counter: odd while the list changes, even
+ * otherwise (written under the lock). A reader in another process (the
+ * dump) compares it before and after it walks the list, as
+ * ck_sequence_read_begin / ck_sequence_read_retry would in-process. */
+ck_sequence_t kb_live_runs_gen = CK_SEQUENCE_INITIALIZER;
 
 /* A program linked with the static library gets debug_offsets.o (the
  * descriptor) and the embedded gdb script (gdb/embed_gdb_script.cmake) only
@@ -29,30 +31,23 @@ __attribute__((used)) static const void *const kb_keep_for_debuggers[] = {&kb_de
 __attribute__((used)) static const void *const kb_keep_for_debuggers[] = {&kb_debug_offsets};
 #endif
 
-static void gen_bump(void)
-{
-    ck_pr_fence_store();
-    ck_pr_store_64(&kb_live_runs_gen, kb_live_runs_gen + 1);
-    ck_pr_fence_store();
-}
-
 void kb__registry_add(struct kb_run *run)
 {
     pthread_mutex_lock(&kb__live_runs_lock);
-    gen_bump();
+    ck_sequence_write_begin(&kb_live_runs_gen);
     run->registry.prev = NULL;
     run->registry.next = kb_live_runs;
     if (kb_live_runs)
         kb_live_runs->registry.prev = run;
     kb_live_runs = run;
-    gen_bump();
+    ck_sequence_write_end(&kb_live_runs_gen);
     pthread_mutex_unlock(&kb__live_runs_lock);
 }
 
 void kb__registry_remove(struct kb_run *run)
 {
     pthread_mutex_lock(&kb__live_runs_lock);
-    gen_bump();
+    ck_sequence_write_begin(&kb_live_runs_gen);
     if (run->registry.prev)
         run->registry.prev->registry.next = run->registry.next;
     else
@@ -60,6 +55,6 @@ void kb__registry_remove(struct kb_run *run)
     if (run->registry.next)
         run->registry.next->registry.prev = run->registry.prev;
     run->registry.prev = run->registry.next = NULL;
-    gen_bump();
+    ck_sequence_write_end(&kb_live_runs_gen);
     pthread_mutex_unlock(&kb__live_runs_lock);
 }

@@ -77,6 +77,8 @@ def elf_section_names(path):
 # The session. Markers split the output into one part per command.
 # Where the descriptor's version is (src/debug_offsets.h: after the 8-byte magic).
 POKE_VERSION = "set var *(unsigned int *)((char *)&kb_debug_offsets + 8) = %d"
+# The version the library has and the script reads (src/debug_offsets.h), put back after the poke.
+DESCRIPTOR_VERSION = 2
 # A constant the script copied by hand from src/run.h, changed in the loaded
 # script as if it had drifted from the library (KB_SUSP_WAIT is 2).
 DRIFT_VALUE = "python _KB_VALUES['KB_SUSP_WAIT'] = %d"
@@ -102,7 +104,7 @@ def session_commands(extra_load):
             cmds += ["echo @@stop3 kb-thread\\n", "kb thread 2 kb_live_runs", "thread",
                      "echo @@stop3 auto-load\\n", "info auto-load python-scripts",
                      "echo @@stop3 shared\\n", "info sharedlibrary",
-                     "echo @@stop3 version-mismatch\\n", POKE_VERSION % 99, "kb ranks", POKE_VERSION % 1,
+                     "echo @@stop3 version-mismatch\\n", POKE_VERSION % 99, "kb ranks", POKE_VERSION % DESCRIPTOR_VERSION,
                      "echo @@stop3 value-drift\\n", DRIFT_VALUE % 7, "kb ranks", DRIFT_VALUE % 2]
         cmds += ["echo @@stop%d end\\n" % stop, "continue"]
     cmds += ["echo @@after-exit\\n", "kb ranks", "echo @@done\\n"]
@@ -369,7 +371,7 @@ def check_session(out, mode, descriptor):
     mismatch = parts.get("stop3 version-mismatch", "")
     if descriptor:
         check(re.search(r"kb: the libkbthreads debug descriptor at 0x[0-9a-f]+ is version 99, but this reader "
-                        r"knows version 1 only", mismatch) and "run 0x" not in mismatch,
+                        r"knows version %d only" % DESCRIPTOR_VERSION, mismatch) and "run 0x" not in mismatch,
               "[%s] kb ranks read a descriptor of version 99 instead of refusing it" % mode, mismatch)
     else:
         check(len(parse_ranks(mismatch)) == 2,

@@ -158,7 +158,7 @@ def recorded_rounds(explore_module: types.ModuleType, tmp_path: pathlib.Path, in
 
 
 # The explorer plans exhaustive runs with its own copy of the library's count
-# (exhaustive_count, kb_exhaustive_span in C): (4!)^k schedules of 4 ranks
+# (exhaustive_count, kb__exhaustive_span in C): (4!)^k schedules of 4 ranks
 # for the first k rounds. At limit 575 the library enumerates one round, at
 # 576 two; each limit's count is checked against what the library runs.
 EXHAUSTIVE_LIMITS = [575, 576]

@@ -109,7 +109,7 @@ merge.
 # The one Python reader (read_schedule) and writer (write_partial) of the
 # files KB_RECORD writes and KB_REPLAY reads; other Python code (the tests
 # too) reads schedules through read_schedule. The library's reader,
-# src/schedule.c (kb_replay_open), is the authority on the format, and
+# src/schedule.c (kb__replay_open), is the authority on the format, and
 # docs/scheduling.md ("Record and replay") describes it for users. In short:
 # one section per spawn, each opened by the line "kbthreads-schedule 1",
 # then "spawn K" (the process's K-th spawn, when it spawned more than once),
@@ -291,9 +291,9 @@ class Runner:
 # ---- strategies ----------------------------------------------------------------
 def exhaustive_count(nprocs: int, limit: int) -> int:
     """(n!)^k for the largest k with (n!)^k <= limit: the library's
-    KB_SCHED_EXHAUSTIVE count (src/order.c: kb_exhaustive_span).
+    KB_SCHED_EXHAUSTIVE count (src/order.c: kb__exhaustive_span).
 
-    A copy, not a call: kb_exhaustive_span is internal to the library (not
+    A copy, not a call: kb__exhaustive_span is internal to the library (not
     in include/kbthreads.h, not exported), and this file never loads the
     library (it is installed alone as bin/kbthreads-explore).
     tests/explore/test_explore.py checks that the two agree."""
