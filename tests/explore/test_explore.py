@@ -145,42 +145,51 @@ def test_exhaustive_tries_every_order_of_the_first_round_then_stops(tmp_path):
     assert "no failure: tried 23 runs, 24 distinct schedules" in r.stdout
 
 
-def recorded_rounds(explore_module: types.ModuleType, tmp_path: pathlib.Path, index: int,
-                    limit: int) -> list[list[int]]:
-    """The orders `explore_target ok` (4 ranks, 4 rounds) runs under
-    KB_SCHED_EXHAUSTIVE=index:limit, read from its recording."""
+def recorded(explore_module: types.ModuleType, tmp_path: pathlib.Path, index: int, limit: int):
+    """The recording of `explore_target ok` (4 ranks, 4 rounds) under
+    KB_SCHED_EXHAUSTIVE=index:limit."""
     record = str(tmp_path / f"{index}-{limit}.schedule")
     env = dict(os.environ, KB_SCHED_EXHAUSTIVE=f"{index}:{limit}", KB_RECORD=record)
     r = subprocess.run([TARGET, "ok"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     [spawn] = explore_module.read_schedule(record)
-    return spawn.rounds
+    return spawn
 
 
-# The explorer plans exhaustive runs with its own copy of the library's count
-# (exhaustive_count, kb__exhaustive_span in C): (4!)^k schedules of 4 ranks
-# for the first k rounds. At limit 575 the library enumerates one round, at
-# 576 two; each limit's count is checked against what the library runs.
-EXHAUSTIVE_LIMITS = [575, 576]
+# The explorer plans exhaustive runs from its baseline, recorded under
+# KB_SCHED_EXHAUSTIVE=0:limit: the library's "schedule" line says how many
+# rounds k it enumerates, (4!)^k schedules of 4 ranks (exhaustive_count).
+# At limit 575 that is one round, at 576 two.
+EXHAUSTIVE_LIMITS = [(575, 24), (576, 24 * 24)]
 
 
-@pytest.mark.parametrize("limit", EXHAUSTIVE_LIMITS)
-def test_the_last_exhaustive_index_changes_exactly_the_rounds_the_count_covers(tmp_path: pathlib.Path,
-                                                                               limit: int) -> None:
+@pytest.mark.parametrize("limit,count", EXHAUSTIVE_LIMITS)
+def test_the_exhaustive_count_is_read_from_the_librarys_recording(tmp_path: pathlib.Path, limit: int,
+                                                                  count: int) -> None:
     explore_module = load_explore()
-    count = explore_module.exhaustive_count(4, limit)
+    assert explore_module.exhaustive_count(recorded(explore_module, tmp_path, 0, limit)) == count
+
+
+@pytest.mark.parametrize("limit,count", EXHAUSTIVE_LIMITS)
+def test_the_last_exhaustive_index_changes_exactly_the_rounds_the_count_covers(tmp_path: pathlib.Path, limit: int,
+                                                                               count: int) -> None:
+    explore_module = load_explore()
     k = round(math.log(count, 24))
-    last = recorded_rounds(explore_module, tmp_path, count - 1, limit)
+    last = recorded(explore_module, tmp_path, count - 1, limit).rounds
     assert [r != sorted(r) for r in last[: k + 1]] == [True] * k + [False]
 
 
-@pytest.mark.parametrize("limit", EXHAUSTIVE_LIMITS)
-def test_the_exhaustive_index_count_wraps_to_round_robin(tmp_path: pathlib.Path, limit: int) -> None:
+@pytest.mark.parametrize("limit,count", EXHAUSTIVE_LIMITS)
+def test_the_exhaustive_index_count_wraps_to_round_robin(tmp_path: pathlib.Path, limit: int, count: int) -> None:
     # the library takes the index modulo its own count
     explore_module = load_explore()
-    count = explore_module.exhaustive_count(4, limit)
-    wrapped = recorded_rounds(explore_module, tmp_path, count, limit)
-    assert wrapped == recorded_rounds(explore_module, tmp_path, 0, limit)
+    wrapped = recorded(explore_module, tmp_path, count, limit).rounds
+    assert wrapped == recorded(explore_module, tmp_path, 0, limit).rounds
+
+
+def test_the_exhaustive_baseline_index_0_is_round_robin(tmp_path: pathlib.Path) -> None:
+    explore_module = load_explore()
+    assert all(r == sorted(r) for r in recorded(explore_module, tmp_path, 0, 576).rounds)
 
 
 # ---- crashes, hangs, several spawns, output ------------------------------------------

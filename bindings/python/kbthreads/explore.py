@@ -115,7 +115,8 @@ merge.
 # then "spawn K" (the process's K-th spawn, when it spawned more than once),
 # "nprocs N", "partial" (only the listed rounds are forced), and one
 # "round K R R ..." line per round: its number, then the ranks in the order
-# they ran. "schedule", "drain" and "end" lines are informational; "#"
+# they ran. "schedule" (the strategy that chose the orders), "drain" and
+# "end" lines are informational; "#"
 # lines are comments. This reader is lenient where the library is strict: it
 # reads recordings of runs that may have been killed mid-line, so it skips a
 # line it cannot read instead of refusing the file.
@@ -129,6 +130,7 @@ class Section:
     # each round's number as the file gives it: 1, 2, ... in a recording,
     # the forced rounds only in a partial schedule
     numbers: list[int] = field(default_factory=list)
+    schedule: str = ""  # the "schedule" line's words: "round-robin", "exhaustive 0 limit 31 rounds 1", ...
 
 
 def read_schedule(path: str) -> list[Section]:
@@ -153,6 +155,8 @@ def read_schedule(path: str) -> list[Section]:
             sections[-1].numbers.append(int(words[1]))
         elif words[0] == "end":
             sections[-1].end = " ".join(words[1:])
+        elif words[0] == "schedule":
+            sections[-1].schedule = " ".join(words[1:])
     return sections
 
 
@@ -289,21 +293,17 @@ class Runner:
 
 
 # ---- strategies ----------------------------------------------------------------
-def exhaustive_count(nprocs: int, limit: int) -> int:
-    """(n!)^k for the largest k with (n!)^k <= limit: the library's
-    KB_SCHED_EXHAUSTIVE count (src/order.c: kb__exhaustive_span).
-
-    A copy, not a call: kb__exhaustive_span is internal to the library (not
-    in include/kbthreads.h, not exported), and this file never loads the
-    library (it is installed alone as bin/kbthreads-explore).
-    tests/explore/test_explore.py checks that the two agree."""
-    f = math.factorial(nprocs) if nprocs >= 0 else 1
-    count = 1
-    if f < 2:
+def exhaustive_count(section: Section) -> int:
+    """How many KB_SCHED_EXHAUSTIVE indices the library enumerates for a
+    spawn recorded under KB_SCHED_EXHAUSTIVE=0:limit: (n!)^k, k the rounds
+    its "schedule" line says it enumerates ("exhaustive 0 limit L rounds
+    k"). The library decides k (src/order.c); the explorer reads it rather
+    than work it out again. 1 when the spawn ran another schedule (one its
+    code chose)."""
+    words = section.schedule.split()
+    if len(words) != 6 or words[0] != "exhaustive" or not words[5].isdigit():
         return 1
-    while count * f <= limit:
-        count *= f
-    return count
+    return math.factorial(max(section.nprocs, 0)) ** int(words[5])
 
 
 @dataclass
@@ -323,8 +323,8 @@ def schedules(strategy: str, runs: int, depth: int, baseline: list[Section]) -> 
             Planned(i, f"pct seed {i} depth {depth} rounds {rounds}", {"KB_SCHED_PCT": f"{i}:{depth}:{rounds}"})
             for i in range(1, runs + 1)
         ]
-    limit = runs + 1  # index 0 is round-robin, the baseline
-    count = max(exhaustive_count(s.nprocs, limit) for s in baseline)
+    limit = runs + 1  # index 0 is round-robin, the baseline (recorded under 0:limit)
+    count = max(exhaustive_count(s) for s in baseline)
     return [
         Planned(i, f"exhaustive index {i} of {count}", {"KB_SCHED_EXHAUSTIVE": f"{i}:{limit}"}) for i in range(1, count)
     ]
@@ -1079,8 +1079,13 @@ def explore(args: argparse.Namespace, say: Callable[[str], None], complain: Call
     jobs = args.jobs or default_jobs()
     runner = Runner(args.command, args.timeout, None)
     base = os.path.join(out, "baseline")
+    env = {"KB_RECORD": base + ".schedule"}
+    if args.strategy == "exhaustive":
+        # index 0 runs round-robin; its recording says how many indices the
+        # library enumerates at this limit (exhaustive_count)
+        env["KB_SCHED_EXHAUSTIVE"] = f"0:{args.runs + 1}"
     try:
-        got = runner.run(base, {"KB_RECORD": base + ".schedule"})
+        got = runner.run(base, env)
     except OSError as e:
         complain(f"cannot run {args.command[0]}: {e.strerror or e}")
         return EXIT_USAGE
