@@ -119,10 +119,9 @@ KB_API const char *kb_baton_name(void);
 
 /** The optional, system-dependent parts this library was built with: an OR
  *  of KB_FEATURE_* bits. On Linux every bit is set unless it was built with
- *  KB_PORTABLE=ON, which builds the POSIX fallbacks instead: no
- *  KB_FEATURE_AFFINITY, KB_FEATURE_BACKTRACE or KB_FEATURE_GDB_SECTION
- *  (thread names and ids, which debuggers need, stay where the system has
- *  them). */
+ *  KB_PORTABLE=ON, which builds the POSIX fallbacks instead and calls
+ *  nothing Linux-only: no bit at all (thread names and ids fall back too:
+ *  unnamed threads, id 0). */
 KB_API unsigned kb_features(void);
 
 /* ------------------------------------------------------------------------ */

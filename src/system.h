@@ -1,8 +1,13 @@
 /*
- * The system-dependent calls, each behind a configure check (KB_HAVE_*,
- * src/CMakeLists.txt) with a POSIX fallback; KB_PORTABLE=ON builds every
- * fallback on Linux too. What each fallback does is in kbthreads.h
- * (kb_features) and docs/design.md ("Portability").
+ * The system-dependent calls: one interface, two implementations of each
+ * concern in its own file, chosen by src/CMakeLists.txt (the one #ifdef
+ * left is struct kb_cpumask's, below):
+ *   thread ids, names, CPU affinity   system_linux.c | system_posix.c
+ *   backtraces                        system_backtrace_execinfo.c |
+ *                                     system_backtrace_none.c
+ * KB_PORTABLE=ON builds the POSIX side of both on Linux too. What each
+ * fallback does is in kbthreads.h (kb_features) and docs/design.md
+ * ("Portability"); the KB_HAVE_* definitions say which side was built.
  */
 #ifndef KB_SYSTEM_H
 #define KB_SYSTEM_H

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "kbthreads.h"
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 
 #define H_OK ((kb_handle)42)
 

@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "kbthreads.h"
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 
 static atomic_int running;
 static atomic_long violations;

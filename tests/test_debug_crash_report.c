@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 #include "kbthreads.h"
 
 enum how { SEGV, ABRT, FPE_RAISE, OVERFLOW };

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 #include "kbthreads.h"
 
 /* Sleep ms of wall time even when the watchdog's signal interrupts. */

@@ -1,7 +1,7 @@
 /*
- * Determinism: the seeded 48-rank program of helpers/det_program.h gives one
+ * Determinism: the seeded 48-rank program of support/det_program.h gives one
  * identical trace (hash and text) over 20 runs in this process, and the same
- * hash in separate processes (tests/helpers/kb_det_helper) while CPU hogs
+ * hash in separate processes (tests/support/kb_det_helper) while CPU hogs
  * compete for the CPUs.
  */
 #include <setjmp.h>
@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "helpers/det_program.h"
-#include "helpers/kbt_util.h"
+#include "det_program.h"
+#include "kbt_util.h"
 
 static const uint64_t seeds[] = {1, 2, 20240611};
 #define NSEEDS (sizeof seeds / sizeof seeds[0])
@@ -134,7 +134,7 @@ static void helper_path(char *buf, size_t cap)
     }
     char dir[4096];
     assert_int_equal(kbt_exe_dir(dir, sizeof dir), 0);
-    snprintf(buf, cap, "%s/helpers/kb_det_helper", dir);
+    snprintf(buf, cap, "%s/support/kb_det_helper", dir);
 }
 
 /* Run the helper for seed; parse "<hash> <lines>". 0 on success. */
@@ -190,7 +190,7 @@ static void test_same_trace_in_separate_processes_under_cpu_load(void **state)
     char path[4200];
     helper_path(path, sizeof path);
     if (access(path, X_OK) != 0)
-        fail_msg("helper %s not found: add_subdirectory(helpers) in tests/CMakeLists.txt builds it", path);
+        fail_msg("%s not found: add_subdirectory(support) in tests/CMakeLists.txt builds it", path);
     uint64_t expect[NSEEDS];
     size_t expect_lines[NSEEDS];
     for (size_t si = 0; si < seeds_to_use(); si++) {

@@ -16,7 +16,7 @@
 #define KB_FAULT_INJECTION 1
 #include "fault.h"
 #include "kbthreads.h"
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 
 #define MAX_NTH 100000
 #define NPROCS  4

@@ -1,10 +1,10 @@
 /*
- * The system seams of src/system.c: built twice (tests/CMakeLists.txt),
- * as test_internal_system with the features this build found, and as
- * test_internal_system_fallbacks, src/system.c compiled with none of them,
- * so that every POSIX fallback, thread names and ids included (which
- * KB_PORTABLE keeps for the debuggers), is compiled and checked here
- * although Linux has the real calls.
+ * The system seams of src/system.h: built twice (tests/CMakeLists.txt),
+ * as test_internal_system against the files this build chose (the static
+ * library), and as test_internal_system_fallbacks, compiled with
+ * src/system_posix.c and src/system_backtrace_none.c and none of the
+ * KB_HAVE_* definitions, so that every POSIX fallback is compiled and
+ * checked in every build although Linux has the real calls.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

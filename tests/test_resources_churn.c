@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "kbthreads.h"
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 
 #define CHURN_NPROCS 4
 #define DRAIN_CODE   77

@@ -13,7 +13,7 @@
 
 #include "kbthreads.h"
 #include "trace.h"
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 
 /* Valgrind runs at most 500 threads by default (--max-threads). */
 static int scale_nprocs(void)

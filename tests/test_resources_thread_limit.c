@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "kbthreads.h"
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 
 #define BIG_STACK    ((size_t)64 << 20)
 #define LIMIT_NPROCS 32

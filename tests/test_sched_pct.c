@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 #include "kbthreads.h"
 
 #define NR     5

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 #include "kbthreads.h"
 #include "trace.h"
 

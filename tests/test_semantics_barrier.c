@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "fake_engine.h"
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 
 /* A scratch directory for schedule files, made at the first use and
  * removed when the tests end. */

@@ -56,14 +56,19 @@ def _version() -> str:
 
 
 def _library_sources() -> list:
-    """src/CMakeLists.txt's KB_SOURCES, plus the baton the library's build
-    picks by default (futex on Linux, condvar elsewhere)."""
+    """src/CMakeLists.txt's KB_SOURCES, plus the files the library's build
+    picks by default: the baton (futex on Linux, condvar elsewhere) and the
+    system calls of src/system.h (the Linux files on Linux, matching
+    _feature_macros; the POSIX fallbacks elsewhere)."""
     with open(os.path.join(ROOT, "src", "CMakeLists.txt")) as f:
         m = re.search(r"set\(KB_SOURCES\s+([^)]*)\)", f.read())
     if not m:
         sys.exit("kbthreads setup.py: no set(KB_SOURCES ...) in src/CMakeLists.txt")
     names = m.group(1).split()
-    names.append("baton_futex.c" if sys.platform.startswith("linux") else "baton_condvar.c")
+    if sys.platform.startswith("linux"):
+        names += ["baton_futex.c", "system_linux.c", "system_backtrace_execinfo.c"]
+    else:
+        names += ["baton_condvar.c", "system_posix.c", "system_backtrace_none.c"]
     return [os.path.join(ROOT, "src", n) for n in names]
 
 

@@ -2,6 +2,7 @@
 """The kbthreads-dump tests: one behaviour per --case.
 
 Usage: dump_test.py --dump tools/kbthreads-dump --case CASE [--program kb_dump_target]
+                    [--thread-fallbacks]
 
   stopped-program    kb_dump_target stopped at its known point (see
                      kb_dump_target.c): spawn A with a rank holding the baton
@@ -19,6 +20,12 @@ Usage: dump_test.py --dump tools/kbthreads-dump --case CASE [--program kb_dump_t
                      the program at that moment): with --retries 0 it says so
                      and prints no run; with --retries 1 it reads again and
                      prints the right runs.
+
+--thread-fallbacks: the library was built with src/system_posix.c
+(KB_PORTABLE=ON, or not Linux) and records no kernel thread id (0), which is
+all the dump has to find a rank's thread (/proc/PID/task/TID): each rank's
+row then shows no thread ("-", "(no thread)") but its right state, and the
+baton lines LWP 0. stopped-program and runs-change check that instead.
 
 Exit 0 = pass, 1 = fail, 77 = cannot be run here (only permission-refused
 when neither way to be refused exists).
@@ -69,7 +76,7 @@ def run_dump(dump, args, python=sys.executable, **kw):
 
 
 RUN_RE = re.compile(r"^run (0x[0-9a-f]+): ctx (0x[0-9a-f]+), (\d+) ranks, (\d+) live, cancel mode (\w+)(.*)$")
-ROW_RE = re.compile(r"^   +(\d+)  +(\S+)  (\S+) +(.*)$")
+ROW_RE = re.compile(r"^   +(\d+)  +(\S+)  (\(no thread\)|\(exited\)|\S+) +(.*)$")
 
 
 def parse(out):
@@ -100,7 +107,16 @@ def thread_names(pid):
     return out
 
 
-def check_stopped_dump(rc, out, err, pid, program):
+def rank_thread_ok(row, rank, names, fallbacks):
+    """Rank rank's row (lwp, name, state) names its thread: the live thread of
+    that LWP, named kb-rank-<rank>; without thread ids, no thread at all."""
+    lwp, name, _ = row
+    if fallbacks:
+        return lwp == "-" and name == "(no thread)"
+    return names.get(lwp) == "kb-rank-%d" % rank == name
+
+
+def check_stopped_dump(rc, out, err, pid, program, fallbacks):
     check(rc == 0, "kbthreads-dump exited %d: %s" % (rc, err), out)
     check(err == "", "kbthreads-dump wrote to stderr: %s" % err, out)
     first = out.splitlines()[0] if out else ""
@@ -119,15 +135,17 @@ def check_stopped_dump(rc, out, err, pid, program):
         check(rank in a["ranks"], "spawn A has no row for rank %d" % rank, out)
         lwp, name, got = a["ranks"][rank]
         check(got == state, "spawn A rank %d: state %r, expected %r" % (rank, got, state), out)
-        check(names.get(lwp) == "kb-rank-%d" % rank == name,
+        check(rank_thread_ok(a["ranks"][rank], rank, names, fallbacks),
               "spawn A rank %d: LWP %s named %r, the process says %r" % (rank, lwp, name, names.get(lwp)), out)
-    check(a["baton"] == "rank 3 (LWP %s)" % a["ranks"][3][0], "spawn A's baton line %r" % a["baton"], out)
+    holder_lwp = "0" if fallbacks else a["ranks"][3][0]
+    check(a["baton"] == "rank 3 (LWP %s)" % holder_lwp, "spawn A's baton line %r" % a["baton"], out)
     check(a["pending"] == "1 worker wait, 0 collectives", "spawn A's pending line %r" % a["pending"], out)
     for rank in (0, 1):
         lwp, name, got = p["ranks"][rank]
-        check(got == "ready" and names.get(lwp) == name == "kb-rank-%d" % rank,
+        check(got == "ready" and rank_thread_ok(p["ranks"][rank], rank, names, fallbacks),
               "process context rank %d: %r" % (rank, p["ranks"][rank]), out)
-    check(p["baton"].startswith("driver side, idle (no thread is in kb_join; last driver: LWP %d)" % pid),
+    driver_lwp = 0 if fallbacks else pid
+    check(p["baton"].startswith("driver side, idle (no thread is in kb_join; last driver: LWP %d)" % driver_lwp),
           "the process context's baton line %r" % p["baton"], out)
     check(p["pending"] == "0 worker waits, 0 collectives", "the process context's pending line", out)
     check("moved" not in out, "the baton did not move, yet the dump says it did", out)
@@ -145,10 +163,10 @@ def case_stopped_program(args, tmp):
     t = Target(program)
     try:
         rc, out, err = run_dump(args.dump, [str(t.pid)])
-        check_stopped_dump(rc, out, err, t.pid, program)
+        check_stopped_dump(rc, out, err, t.pid, program, args.thread_fallbacks)
         # twice: reading does not disturb the process
         rc, out, err = run_dump(args.dump, [str(t.pid)])
-        check_stopped_dump(rc, out, err, t.pid, program)
+        check_stopped_dump(rc, out, err, t.pid, program, args.thread_fallbacks)
     finally:
         t.finish()
 
@@ -244,7 +262,7 @@ def case_runs_change(args, tmp):
                 check(passes == 1, "with --retries 0 the dump read %d times" % passes)
             else:
                 check(passes == 2, "with --retries 1 and one change the dump read %d times, expected 2" % passes)
-                check_stopped_dump(p.returncode, out, err, t.pid, args.program)
+                check_stopped_dump(p.returncode, out, err, t.pid, args.program, args.thread_fallbacks)
     finally:
         t.finish()
 
@@ -267,6 +285,8 @@ def main():
     ap.add_argument("--case", required=True, choices=sorted(CASES))
     ap.add_argument("--strip-all", action="store_true")
     ap.add_argument("--strip-tool", default="strip")
+    ap.add_argument("--thread-fallbacks", action="store_true",
+                    help="the library records no thread id (src/system_posix.c)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kb-dump-test-") as tmp:
         try:

@@ -4,6 +4,7 @@
 Usage: gdb_test.py --gdb GDB --program kb_gdb_target --script gdb/kbthreads_gdb.py
                    --library libkbthreads.so [--require-section]
                    [--strip debug|unneeded --soname libkbthreads.so.N] [--layout descriptor]
+                   [--thread-fallbacks]
 
 --library is the file that holds the library: the shared library, or the
 program itself when it is linked with the static library. With --strip,
@@ -16,6 +17,13 @@ section, so the embedded-script mode does not apply there.
 must read the debug descriptor (kb_debug_offsets); then the session also
 checks that a descriptor of another version is refused with a clear
 message. Without it, the library's own sections decide.
+
+--thread-fallbacks says the library was built with src/system_posix.c
+(KB_PORTABLE=ON, or not Linux): it names no thread and records no kernel
+thread id (0). Rank threads then carry the program's name, `kb ranks` finds
+each rank's thread by its pthread_t, and the driver, having no id, is shown
+as "driver (LWP 0)". The session checks that instead of the kb-rank-<n>
+names and the driver's thread.
 
 The same session (three breakpoint stops, see kb_gdb_target.c) runs once for
 each way the extension can be loaded:
@@ -141,7 +149,7 @@ def split_parts(out):
 
 THREAD_RE = re.compile(r'^(\*?)\s+(\d+)\s+Thread 0x[0-9a-f]+ \(LWP (\d+)\) "([^"]*)"', re.M)
 RUN_RE = re.compile(r"^run (0x[0-9a-f]+): ctx (0x[0-9a-f]+), (\d+) ranks, (\d+) live, cancel mode (\w+)(.*)$")
-ROW_RE = re.compile(r"^ ([ *]) +(\d+) +(\S+) +(\S+) +(\S+) +(.*)$")
+ROW_RE = re.compile(r"^ ([ *]) +(\d+) +(\S+) +(\S+) +(\(no thread\)|\S+) +(.*)$")
 
 
 def parse_threads(text):
@@ -202,14 +210,21 @@ def parse_queues(text):
     return out
 
 
-def check_thread_names(threads, nranks_min, ctx):
+def check_thread_names(threads, nranks_min, ctx, fallbacks):
     names = sorted(n for (_, _, n) in threads.values() if n.startswith("kb-rank-"))
+    if fallbacks:
+        check(names == [], "the library names no thread (--thread-fallbacks), yet info threads shows %r"
+              % names, ctx)
+        return
     for r in range(nranks_min):
         check("kb-rank-%d" % r in names, "info threads shows no thread named kb-rank-%d" % r, ctx)
 
 
-def check_rank_threads(run, threads, ctx):
-    """Every rank with a thread maps to the gdb thread of that name and LWP."""
+def check_rank_threads(run, threads, ctx, fallbacks):
+    """Every rank with a thread maps to its own gdb thread, of that name (kb-rank-<n>
+    unless the library names none) and LWP."""
+    nums = [row["thread"] for row in run["ranks"].values() if row["thread"] != "-"]
+    check(len(set(nums)) == len(nums), "kb ranks maps two ranks to one gdb thread: %r" % nums, ctx)
     for r, row in run["ranks"].items():
         if row["thread"] == "-":
             continue
@@ -217,7 +232,7 @@ def check_rank_threads(run, threads, ctx):
         check(num in threads, "kb ranks names gdb thread %d for rank %d; info threads has no such thread"
               % (num, r), ctx)
         _, lwp, name = threads[num]
-        check(name == "kb-rank-%d" % r, "rank %d maps to gdb thread %d named %r, not kb-rank-%d"
+        check(fallbacks or name == "kb-rank-%d" % r, "rank %d maps to gdb thread %d named %r, not kb-rank-%d"
               % (r, num, name, r), ctx)
         check(row["name"] == name, "kb ranks shows name %r for thread %d, info threads %r"
               % (row["name"], num, name), ctx)
@@ -262,7 +277,7 @@ def check_value_drift_refused(text, mode, descriptor):
           % mode, text)
 
 
-def check_session(out, mode, descriptor):
+def check_session(out, mode, descriptor, fallbacks):
     parts = split_parts(out)
     for key in ("stop1 kb-ranks", "stop2 kb-ranks", "stop3 kb-ranks", "done"):
         check(key in parts, "[%s] the session did not reach @@%s" % (mode, key), out)
@@ -270,9 +285,9 @@ def check_session(out, mode, descriptor):
     # Stop 1: inside rank 4 of spawn A; the process context idle beside it.
     ctx = parts["stop1 info-threads"] + "\n" + parts["stop1 kb-ranks"]
     threads = parse_threads(parts["stop1 info-threads"])
-    check_thread_names(threads, 6, ctx)
+    check_thread_names(threads, 6, ctx, fallbacks)
     selected = [num for num, (sel, _, _) in threads.items() if sel]
-    check(len(selected) == 1 and threads[selected[0]][2] == "kb-rank-4",
+    check(len(selected) == 1 and (fallbacks or threads[selected[0]][2] == "kb-rank-4"),
           "stop 1: gdb did not stop in the thread kb-rank-4", ctx)
     runs = parse_ranks(parts["stop1 kb-ranks"])
     check(len(runs) == 2, "stop 1: kb ranks shows %d runs, expected 2 (spawn A and the process context)"
@@ -284,16 +299,19 @@ def check_session(out, mode, descriptor):
     check(a["nlive"] == 5 and a["mode"] == "UNWIND", "stop 1: spawn A header wrong", ctx)
     expect_states(a, {0: "waiting on handle 7", 1: "in barrier", 2: "finished", 3: "ready",
                       4: "running", 5: "not started"}, ctx)
-    check_rank_threads(a, threads, ctx)
+    check_rank_threads(a, threads, ctx, fallbacks)
     check_pool(a, threads, ctx)
     check(a["ranks"][4]["selected"], "stop 1: rank 4 is not marked as the selected thread", ctx)
-    check(a["baton"] == "rank 4 (thread %d)" % thread_of(threads, "kb-rank-4")
+    check(a["ranks"][4]["thread"] == str(selected[0]),
+          "stop 1: rank 4 maps to gdb thread %s, but gdb stopped in thread %d" % (a["ranks"][4]["thread"], selected[0]),
+          ctx)
+    check(a["baton"] == "rank 4 (thread %s)" % thread_of(threads, "kb-rank-4")
           or a["baton"] == "rank 4 (thread %s)" % a["ranks"][4]["thread"],
           "stop 1: baton line %r, expected rank 4 and its thread" % a["baton"], ctx)
     check(a["baton"] == "rank 4 (thread %s)" % a["ranks"][4]["thread"],
           "stop 1: the baton holder's thread differs from rank 4's row", ctx)
     expect_states(p, {0: "ready", 1: "ready"}, ctx)
-    check_rank_threads(p, threads, ctx)
+    check_rank_threads(p, threads, ctx, fallbacks)
     check(p["baton"] is not None and p["baton"].startswith("driver side, idle"),
           "stop 1: the process context's baton line %r, expected the idle driver side" % p["baton"], ctx)
 
@@ -327,9 +345,12 @@ def check_session(out, mode, descriptor):
     a = a[0]
     expect_states(a, {0: "waiting on handle 7", 1: "in barrier", 2: "finished", 3: "ready", 4: "ready",
                       5: "ready"}, ctx)
-    check_rank_threads(a, threads, ctx)
+    check_rank_threads(a, threads, ctx, fallbacks)
     drv = selected[0]
-    want_baton = "driver (thread %d, LWP %d)" % (drv, threads[drv][1])
+    check(str(drv) not in [row["thread"] for row in a["ranks"].values()],
+          "stop 2: gdb stopped on the driver, thread %d, yet kb ranks gives it a rank" % drv, ctx)
+    # The driver is found by its kernel thread id only: without one, its LWP is 0.
+    want_baton = "driver (LWP 0)" if fallbacks else "driver (thread %d, LWP %d)" % (drv, threads[drv][1])
     check(a["baton"] is not None and a["baton"].startswith(want_baton),
           "stop 2: baton line %r, expected the driver (thread %d)" % (a["baton"], drv), ctx)
     for key in ("stop2 kb-queues", "stop2 kb-queues-explicit"):
@@ -353,7 +374,7 @@ def check_session(out, mode, descriptor):
                       3: "failed (code 5: boom)"}, ctx)
     check(b["ranks"][0]["thread"] == "-" and b["ranks"][3]["thread"] == "-",
           "stop 3: ranks 0 and 3 unwound and were joined; they should have no thread", ctx)
-    check_rank_threads(b, threads, ctx)
+    check_rank_threads(b, threads, ctx, fallbacks)
     check_pool(b, threads, ctx)
     check(b["baton"] == "rank 1 (thread %s)" % b["ranks"][1]["thread"],
           "stop 3: baton line %r" % b["baton"], ctx)
@@ -402,6 +423,8 @@ def main():
     ap.add_argument("--strip-tool", default="strip")
     ap.add_argument("--layout", choices=["auto", "descriptor"], default="auto")
     ap.add_argument("--keep", help="directory to write each session's output to")
+    ap.add_argument("--thread-fallbacks", action="store_true",
+                    help="the library names no thread and records no thread id (src/system_posix.c)")
     args = ap.parse_args()
 
     gdb = args.gdb or shutil.which("gdb")
@@ -466,7 +489,7 @@ def main():
                     f.write(out)
             try:
                 check(rc == 0, "[%s] gdb exited with %d" % (mode, rc), out)
-                parts = check_session(out, mode, descriptor)
+                parts = check_session(out, mode, descriptor, args.thread_fallbacks)
                 loaded = parts.get("stop3 auto-load", "")
                 if mode == "source":
                     check("kbthreads_gdb" not in loaded,

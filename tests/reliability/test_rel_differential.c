@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 #include "rel_run.h"
 #include "trace.h"
 

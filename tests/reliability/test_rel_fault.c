@@ -38,7 +38,7 @@
 #endif
 #include "fault.h"
 #include "kbthreads.h"
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 #include "rel_alloc_acct.h"
 
 #define NPROCS      4

@@ -30,7 +30,7 @@
 
 #include <cmocka.h>
 
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 #include "kbthreads.h"
 #include "rel_run.h"
 #include "trace.h"

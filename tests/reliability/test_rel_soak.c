@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "kbthreads.h"
-#include "helpers/kbt_util.h"
+#include "kbt_util.h"
 
 static int soak_mode(void)
 {

@@ -1,6 +1,6 @@
 /*
  * The seeded pseudo-random determinism program, shared by
- * tests/test_determinism.c (in-process runs) and tests/helpers/det_helper.c
+ * tests/test_determinism.c (in-process runs) and tests/support/det_helper.c
  * (separate processes). Header-only (static functions) so each program that
  * includes it gets its own copy; it writes its events with tr_add().
  *
