@@ -10,6 +10,7 @@ KBTHREADS_LIBRARY (the library the Python target loads), KB_BINDING_DIR
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -25,6 +26,15 @@ TARGET = os.environ["KB_EXPLORE_TARGET"]
 PY_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "explore_target.py")
 BINDING = os.environ["KB_BINDING_DIR"]
 PYTHON = sys.executable
+
+
+def rank_thread_name(rank: int) -> str:
+    """A regex for the name gdb shows for rank's thread: kb-rank-<rank>, or,
+    where the library names no thread (KB_PORTABLE=ON: kb_features() without
+    KB_FEATURE_THREAD_NAMES, 0x2), whatever name the thread inherited."""
+    if ctypes.CDLL(os.environ["KBTHREADS_LIBRARY"]).kb_features() & 0x2:
+        return "kb-rank-%d" % rank
+    return r'[^"\s]+'
 
 
 def env_with_binding() -> dict[str, str]:
@@ -405,8 +415,10 @@ def test_the_debug_command_stops_the_c_replay_at_its_first_turn_out_of_rank_orde
     assert "  round 4: 0 3 1 2 (round-robin: 0 1 2 3)" in r.stdout
     out = gdb_batch(r.stdout, "kb ranks", "bt")
     assert "stopped at the start of turn 14 (spawn 1, round 4: rank 3), the first that differs" in out, out
-    assert re.search(r'Thread \d+ "kb-rank-3" hit Breakpoint \d+, .*kb_turn_begin', out), out
-    assert re.search(r"^ \*     3 +\d+ +\d+ +kb-rank-3 +running$", out, re.M), out
+    hit = re.search(r'Thread (\d+) "%s" hit Breakpoint \d+, .*kb_turn_begin' % rank_thread_name(3), out)
+    assert hit, out
+    row = re.search(r"^ \*     3 +(\d+) +\d+ +%s +running$" % rank_thread_name(3), out, re.M)
+    assert row and row.group(1) == hit.group(1), out  # rank 3's thread is the one stopped
     assert re.search(r"^       0 .* finished$", out, re.M), out
     assert re.search(r"^#\d+ .* in rank_main ", out, re.M), out
 
@@ -420,7 +432,7 @@ def test_gdb_opens_the_python_replay_with_py_bt_at_the_first_turn_out_of_rank_or
                        timeout=300)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "stopped at the start of turn 14 (spawn 1, round 4: rank 3)" in r.stdout, r.stdout + r.stderr
-    assert re.search(r"^ \*     3 +\d+ +\d+ +kb-rank-3 +running$", r.stdout, re.M), r.stdout
+    assert re.search(r"^ \*     3 +\d+ +\d+ +%s +running$" % rank_thread_name(3), r.stdout, re.M), r.stdout
     assert re.search(r'File ".*explore_target.py", line \d+, in rank_main', r.stdout), r.stdout
 
 
