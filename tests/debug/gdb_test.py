@@ -22,7 +22,7 @@ message. Without it, the library's own sections decide.
 (KB_PORTABLE=ON, or not Linux): it names no thread and records no kernel
 thread id (0). Rank threads then carry the program's name, `kb ranks` finds
 each rank's thread by its pthread_t, and the driver, having no id, is shown
-as "driver (LWP 0)". The session checks that instead of the kb-rank-<n>
+as "driver (LWP 0)". Each gdb run checks that instead of the kb-rank-<n>
 names and the driver's thread.
 
 The same session (three breakpoint stops, see kb_gdb_target.c) runs once for
