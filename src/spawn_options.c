@@ -5,9 +5,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "order.h"
@@ -58,7 +58,9 @@ static void resolve_debug_options(struct kb_run *run, const kb_spawn_opts *opts)
     run->opt.crash_report = opts ? opts->crash_report : 0;
     if (!run->opt.crash_report && env_number("KB_CRASH_REPORT") > 0)
         run->opt.crash_report = 1;
-    size_t min = (size_t)sysconf(_SC_SIGSTKSZ);
+    /* POSIX's SIGSTKSZ (glibc 2.34+ with _GNU_SOURCE reads the kernel's
+     * figure through sysconf; elsewhere a constant). */
+    size_t min = (size_t)SIGSTKSZ;
     run->opt.altstack_size = min > 65536 ? min : 65536;
 }
 
