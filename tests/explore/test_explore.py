@@ -11,8 +11,6 @@ KBTHREADS_LIBRARY (the library the Python target loads), KB_BINDING_DIR
 from __future__ import annotations
 
 import ctypes
-import importlib.machinery
-import importlib.util
 import json
 import math
 import os
@@ -26,21 +24,14 @@ import types
 
 import pytest
 
+from explore_module import load_explore
+
 EXPLORE = os.environ["KB_EXPLORE"]
 TARGET = os.environ["KB_EXPLORE_TARGET"]
 PY_TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "explore_target.py")
 BINDING = os.environ["KB_BINDING_DIR"]
 PYTHON = sys.executable
 
-
-def load_explore() -> types.ModuleType:
-    """The build tree's kbthreads-explore as a module (a file without .py)."""
-    loader = importlib.machinery.SourceFileLoader("kbthreads_explore", EXPLORE)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = module  # dataclasses look their module up
-    loader.exec_module(module)
-    return module
 
 
 def rank_thread_name(rank: int) -> str:

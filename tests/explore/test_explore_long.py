@@ -6,26 +6,16 @@ Environment as for test_explore.py (tests/explore/CMakeLists.txt).
 """
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
 import random
 import subprocess
-import sys
+
+from explore_module import load_explore
 
 EXPLORE = os.environ["KB_EXPLORE"]
 TARGET = os.environ["KB_EXPLORE_TARGET"]
 ROUNDS, RANKS = 100_000, 64
 
-
-def load_explore():
-    """The build tree's kbthreads-explore as a module (a file without .py)."""
-    loader = importlib.machinery.SourceFileLoader("kbthreads_explore", EXPLORE)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = module  # dataclasses look their module up
-    loader.exec_module(module)
-    return module
 
 
 def test_a_recording_of_10_5_rounds_of_64_ranks_replays(tmp_path):
