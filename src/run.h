@@ -74,7 +74,7 @@ struct kb_rank {
     int susp;      /* enum kb_susp: where it last suspended */
     kb_handle susp_handle;
     pid_t tid; /* its worker's kernel thread id (debuggers) */
-    /* with run->observe: the current turn's start (wall and CPU time) */
+    /* with run->opt.observe: the current turn's start (wall and CPU time) */
     uint64_t turn_start_ns;
     uint64_t turn_cpu_ns;
 };

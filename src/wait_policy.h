@@ -12,7 +12,7 @@ struct kb_run;
 /* Pick run->rank_wait (a suspended rank), run->park_look_ns (the driver,
  * and a worker whose rank finished) from the run's affinity option, its
  * rank count, the CPUs the calling thread may use and KB_WAIT_POLICY.
- * With KB_AFFINITY_SPREAD, run->ncpus must be resolved. Driver, before
+ * With KB_AFFINITY_SPREAD, run->opt.ncpus must be resolved. Driver, before
  * any rank runs. */
 void kb__wait_policy_resolve(struct kb_run *run);
 

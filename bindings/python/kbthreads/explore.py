@@ -765,7 +765,7 @@ class KbFirstTurnOffOrder(gdb.Breakpoint):
             return False
         kb_turns[0] += 1
         try:
-            here = (int(gdb.parse_and_eval("rk->index")), int(gdb.parse_and_eval("rk->run->rounds")))
+            here = (int(gdb.parse_and_eval("rk->index")), int(gdb.parse_and_eval("rk->run->counters.rounds")))
             if here != (KB_RANK, KB_ROUND):
                 return False
         except gdb.error:
