@@ -13,7 +13,6 @@
 #include "order.h"
 #include "run.h"
 #include "run_files.h"
-#include "schedule.h"
 #include "spawn_options.h"
 #include "stats.h"
 #include "system.h"

@@ -21,7 +21,6 @@
 #define KB_RUN_H
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <sys/types.h>
 #include <stdint.h>
 #include <time.h>
