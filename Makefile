@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Thin wrapper over CMake. `make demo` and `make test` do all set-up on a
 # fresh Debian machine: missing packages are installed with apt-get when run
 # as root (otherwise the command to run is printed).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # bench/bench.mk: the benchmark targets (issue 4). Included by the top-level
 # Makefile, or used on its own from the repository root:
 #

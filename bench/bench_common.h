@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers shared by the C benchmark programs: a monotonic clock, option
  * parsing, pinning, /proc/self/status readers and the one output format.

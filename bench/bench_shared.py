@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What bench/run.py and the report (bench/report*.py) share: the thresholds
 both apply to the same results, and the formatting of the numbers.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The floors: what one thread-to-thread handoff costs on this machine with
  * nothing but the kernel's primitives, in the shape of a libkbthreads round.

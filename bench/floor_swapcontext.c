@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The single-thread floor: one swapcontext() switch between two user
  * contexts on one thread (what a stackful coroutine scheduler pays, before

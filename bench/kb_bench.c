@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libkbthreads benchmarks, all through the public API (kb_spawn).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The simulation-shaped job (issue 20) in C: per step every rank launches
  * 4 kernels on a heap-based engine and waits for each (the engine's wait

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kb_bench sim: the simulation-shaped job of issue 20 in C (bench/kb_sim.c),
  * the model of bench/sim_model.py (the Python binding's and greenlet's

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Peer: a greenlet scheduler run the way the reference (Python) scheduler runs.
 
     /usr/bin/python3 peer_greenlet.py yield|wait|collective|sim --n N --m M --reps R

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Peer: SimGrid actors doing the same yields as the libkbthreads yield
  * benchmark.

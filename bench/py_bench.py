@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The Python binding (bindings/python, kbthreads) under the loops of kb_bench.
 
     /usr/bin/python3 py_bench.py yield|wait|collective|sim --n N --m M --reps R --lib PATH

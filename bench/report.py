@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Write docs/benchmarks.md and its plots from a results file of bench/run.py.
 
     report.py [--results bench/results/bench-latest.json] [--out docs/benchmarks.md] [--png-dir docs]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The report's section on the two batons (issue 15), for bench/report.py:
 the condvar slot beside the futex slot, and the ratio condvar / futex of
 their medians at every N.

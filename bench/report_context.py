@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What every section of the report receives and shares, for bench/report.py
 and its section modules (report_python.py, report_baton.py, report_idle.py,
 report_sim.py).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The report's sections on an idle machine (issue 20), for bench/report.py:
 the default options against the best of the library's own configurations
 at every N (wall and CPU time per operation), and the load at each job's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The report's plots, for bench/report.py: ns per yield (and per ring
 handoff) against N, unpinned and with every thread on one CPU. gnuplot
 draws them when it is installed; without it the report is written alone.

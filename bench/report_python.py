@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The report's section on Python ranks and timed joins (issue 12), for
 bench/report.py: the figures side by side, their ratios and the targets.
 

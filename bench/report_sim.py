@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The report's sections on the simulation-shaped job and on a loaded
 machine (issue 20), for bench/report.py.
 

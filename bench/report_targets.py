@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The report's sections on issue 4's targets, for bench/report.py: the
 targets table, the ratios of the yield figures to the floors and peers, and
 what the numbers say. The targets are computed once (issue4_targets) and

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Run the libkbthreads benchmarks, the floors and the peers; print a table;
 write the results under bench/results/.
 

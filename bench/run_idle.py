@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 20's parts of bench/run.py: the idle gate before every job, and
 the jobs it added (the library's best configuration beside its default, the
 simulation-shaped job, a CPU hog on the other CPU, two simulations side by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The simulation-shaped job (issue 20), shared by `py_bench.py sim` (the
 binding) and `peer_greenlet.py sim` (the greenlet scheduler); `kb_bench sim`
 (bench/kb_sim.c) is the same model in C, with the same handles, durations

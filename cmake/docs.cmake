@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # `docs` target: the API reference (HTML and man pages) from the header
 # comments with Doxygen, warnings as errors, so every public name is
 # documented.

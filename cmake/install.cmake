@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Installation: headers (C, and the header-only C++ layer), shared library (SONAME libkbthreads.so.<major>),
 # static library, pkg-config file, CMake package, API docs when built, kbthreads-dump and kbthreads-explore.
 include(CMakePackageConfigHelpers)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Render a libkbthreads trace (trace_path / KB_TRACE / kbdemo --trace) to a PNG.
 
 usage: render_trace.py TRACE.json OUT.png [TITLE]

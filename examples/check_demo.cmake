@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Checks of kbdemo, run by ctest as
 #   cmake -DKBDEMO=<path to kbdemo> -DMODE=<mode> -P check_demo.cmake
 # MODE runs:                 the defaults exit 0 and print the total time line.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * demo_common.c - what kbdemo (C API) and kbdemo_cpp (C++ layer) share: the
  * model, the timeline, the result check, the command line, the checkpoint

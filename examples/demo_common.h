@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * demo_common.h - what the two demo programs share: the model, the rank
  * state and its timeline, the result check, the command line, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * des_engine.c - the discrete-event engine behind kbdemo (see des_engine.h
  * for the time model).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * des_engine.h - a small discrete-event engine for libkbthreads.
  *

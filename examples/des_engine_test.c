@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * des_engine_test - checks of the discrete-event engine used by kbdemo.
  *

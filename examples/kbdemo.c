@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kbdemo - a data-parallel training step simulated on libkbthreads.
  *

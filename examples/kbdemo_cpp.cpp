@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // kbdemo_cpp - kbdemo's data-parallel training step, the rank program
 // written with the C++ layer (include/kbthreads.hpp): a lambda per rank,
 // kb::wait / kb::yield / kb::barrier, failures thrown as kb::failure and

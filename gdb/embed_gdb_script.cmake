@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Turn gdb/kbthreads_gdb.py into a C file that puts the script in the
 # library's .debug_gdb_scripts section, so gdb runs it when it loads the
 # library (if `set auto-load safe-path` allows; see docs/debugging.md).

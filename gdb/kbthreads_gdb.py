@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # gdb commands for libkbthreads: `kb ranks`, `kb queues`, `kb thread`.
 #
 # Load by hand with `source gdb/kbthreads_gdb.py`; it also loads by itself

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file kbthreads.h
  * @brief libkbthreads: a threaded deterministic scheduler using a baton-passing handoff.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file kbthreads.hpp
  * @brief C++17 layer over kbthreads.h: callables as ranks, RAII, exceptions as rank failures.

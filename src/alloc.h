@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Allocation through the fault-injection seam: every allocation the
  * library makes goes through these, so tests can fail the n-th one.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Happens-before annotations for race detectors.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The baton: one wait slot per thread that can hold it.
  *

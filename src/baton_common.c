@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The baton's looks before sleeping and the wait calls, shared by both
  * slot implementations (baton.h): everything here reads the word without a
  * lock and leaves taking the post to the implementation's kb__slot_block. */

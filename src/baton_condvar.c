@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The condvar slot (any POSIX system; CMake KB_BATON=condvar, the default
  * off Linux and with KB_PORTABLE). One mutex and one condition variable per

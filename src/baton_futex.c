@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The futex slot (Linux; CMake KB_BATON=futex, the default there). The word
  * is the futex:

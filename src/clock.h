@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The library's clocks, one helper per job: CLOCK_MONOTONIC for every
  * timestamp, deadline and timeout, and the calling thread's CPU time for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "completed.h"
 
 #include <stdbool.h>

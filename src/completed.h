@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The set of completed handles of a ctx: a Concurrency Kit hash set
  * (ck_hs) storing each handle directly as its key. ck_hs reserves the keys

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The crash report (kb_spawn_opts.crash_report, KB_CRASH_REPORT=1).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The ctx: creation, destruction, ownership and the engine hook calls. */
 #include "ctx.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The debug descriptor (debug_offsets.h): generated here from the real
  * structs, so a field that moves, grows or is renamed moves its entry with

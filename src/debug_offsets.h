@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The debug descriptor: a constant table, exported as kb_debug_offsets and
  * kept in its own ELF section (.kb_debug), that tells a debugger or an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The drain: run by the driver after every round (reference: _drain_pending).
  *

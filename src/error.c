@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A run's failure state (error.h): the failures of its ranks and the kb_spawn_error report built from them.
  */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A run's failure state: the failures of its ranks (insertion order), what
  * stopped it, and the kb_spawn_error report built from them (error.c).

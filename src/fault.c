@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "fault.h"
 
 #ifdef KB_FAULT_INJECTION

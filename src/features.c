@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kb_features(): what this build has of the system-dependent parts
  * (src/CMakeLists.txt decides, KB_HAVE_* definitions). */
 #include "kbthreads.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Round orders of the exploring strategies; see order.h and
  * docs/scheduling.md, which gives every draw so that tools can predict
  * them. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Round orders of the exploring strategies (kb_spawn_opts.schedule):
  * seeded, PCT and exhaustive, and of a partial schedule being replayed.

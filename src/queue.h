@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A growable FIFO ring of fixed-size elements: the pending worker waits
  * (kb_handle) and the pending collectives (kb_collective) of a ctx.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The rank side: a rank thread's life, and the calls rank functions make
  * (kb_yield, kb_wait inside a rank, kb_barrier, kb_raise, kb_fail, ...).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The registry of live runs: a list debuggers walk to show every rank of
  * every live spawn (the gdb extension's `kb ranks`). Drivers add a run when

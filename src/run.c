@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A run's life: creating it (its options resolved, its files opened, a
  * worker thread bound to every rank) and destroying it (its outputs

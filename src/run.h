@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A run: one spawn (kb_spawn) or process context (kb_start), its ranks and
  * their threads.

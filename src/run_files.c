@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The files a run reads and writes (run_files.h).
  */

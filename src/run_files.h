@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The files a run reads and writes: the schedule it records (record_path,
  * KB_RECORD), the one it replays (replay_path, KB_REPLAY) and its timeline

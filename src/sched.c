@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The scheduler loop, driver side: rounds, the drain after each round, and
  * the failure path (cancel every live sibling in rank order, abort the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Recorded schedules: writing (record) and reading (replay). See schedule.h. */
 #include "schedule.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Recorded schedules (kb_spawn_opts.record_path / replay_path).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sorting the small int arrays the library keeps (rank lists). */
 #ifndef KB_SORT_H
 #define KB_SORT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The driver's entry points: kb_spawn, kb_start, kb_join,
  * kb_process_context_free and kb_process_context_stats. Each checks its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A spawn's options and the environment variables that stand in for them
  * (spawn_options.h).

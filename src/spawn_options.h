@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A spawn's options (kb_spawn_opts) and the environment variables that
  * stand in for them: their checks, and the values a run keeps once they

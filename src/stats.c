@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A run's counters and turn accounting (stats.h). */
 #include "alloc.h"
 #include "clock.h"

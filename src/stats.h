@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A run's counters and turn accounting: what kb_spawn_stats reports
  * (stats.c). The counters are (B) fields: the baton holder bumps them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Strings built by printf pieces (strbuf.h). */
 #include "strbuf.h"
 

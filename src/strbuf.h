@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Strings built by printf pieces: every message, list and file line the
  * library composes (failure reports, replay divergences, the schedule

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kb_strerror and kb_version. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The system-dependent calls: one interface, two implementations of each
  * concern in its own file, chosen by src/CMakeLists.txt (the one #ifdef

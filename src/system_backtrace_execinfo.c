@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backtrace of system.h from <execinfo.h> (glibc; src/CMakeLists.txt
  * builds this file where backtrace_symbols_fd exists, unless KB_PORTABLE=ON,
  * and system_backtrace_none.c otherwise). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backtrace of system.h where there is none to take (no <execinfo.h>,
  * or KB_PORTABLE=ON): the crash report and the stall watchdog say so. */
 #include "system.h"

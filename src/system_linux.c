@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The thread calls of system.h on Linux: kernel thread ids, thread names
  * and CPU affinity. src/CMakeLists.txt builds this file on Linux, unless
  * KB_PORTABLE=ON, and system_posix.c (the fallbacks) everywhere else. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The thread calls of system.h where only POSIX is there to call (any
  * system but Linux, and every KB_PORTABLE=ON build): no kernel thread id,
  * no thread names, no CPU affinity. Each answer is the documented fallback

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The timeline: Chrome trace-event JSON (see timeline.h). */
 #include "timeline.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The timeline (kb_spawn_opts.trace_path, KB_TRACE): events kept in memory
  * while a spawn runs (appended by the baton holder only, so no lock), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The wait policy (wait_policy.h). What it weighs, measured on 2-vCPU KVM
  * guests: docs/design.md ("Waiting for the baton: the wait policy") has the cost model and every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The wait policy: how a thread waiting for the baton looks at its slot
  * before it sleeps (struct kb_wait_budget, baton.h), and whether ranks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Waits, completions and the pending queues: the calls both ranks and the
  * driver side make on a ctx. Each checks its arguments, then who is calling
  * (ctx.h's ownership rule), then acts. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stall watchdog (kb_spawn_opts.stall_ms, KB_STALL_MS).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Workers and the pool a ctx keeps (see worker.h). */
 #include "worker.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Workers: the OS threads that run ranks, and the pool of parked ones a
  * ctx keeps between spawns.

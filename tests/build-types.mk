@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The suite in other build types. Included by the top-level Makefile (after
 # its own targets, so `all` stays the default goal); uses its JOBS,
 # CMAKE_FLAGS and deps target.

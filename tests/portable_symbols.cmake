@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The KB_PORTABLE=ON library must call nothing outside POSIX: run with
 #   cmake -DNM=<nm> -DLIBRARY=<libkbthreads.so or .a> -P portable_symbols.cmake
 # it lists the file's undefined symbols (nm -D --undefined-only for a shared

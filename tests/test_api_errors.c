@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Bad input and wrong-thread calls: every case of the contract gets its
  * documented code, nothing crashes and (under memcheck) nothing leaks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The baton: exactly one thread runs at a time (ranks and the driver), over at
  * least 10^6 handoffs, and plain (non-atomic) data written by one holder is

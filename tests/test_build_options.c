@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a build of the library says about itself: the baton it was built
  * with (CMake KB_BATON, kb_baton_name), the system-dependent parts it has

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The crash report: a fatal signal in a rank prints
  * "kbthreads: rank R (kb-rank-R) crashed: SIG..." and a backtrace, and the

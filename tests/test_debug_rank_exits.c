@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Ranks that leave their function in ways a C program can but the
  * scheduler did not ask for are failures of that rank, never hangs:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stall watchdog: a rank holding the baton past stall_ms is reported
  * once per stall (rank, time, its backtrace), the spawn then goes on; with

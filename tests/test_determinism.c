@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Determinism: the seeded 48-rank program of support/det_program.h gives one
  * identical trace (hash and text) over 20 runs in this process, and the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Allocation failure (through the KB_FAULT_ALLOC seam): for nth = 1, 2, ...
  * until the operation no longer reaches its nth allocation, the call returns

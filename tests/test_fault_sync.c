@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Synchronisation-object setup failing (KB_FAULT_SYNC seam: pthread_attr,
  * mutex and condition variable initialisation): kb_ctx_create, kb_spawn and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Thread creation failing at rank k (through the KB_FAULT_THREAD seam):
  * KB_EAGAIN, no rank run (no fn; no bind either, since bind runs only after

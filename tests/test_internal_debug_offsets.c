@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The debug descriptor (src/debug_offsets.h), which tools read instead of
  * debug info: its header describes this build, each entry is the real

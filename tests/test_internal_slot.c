@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The baton's wait slot (src/baton.h), below the scheduler, built once per
  * implementation (test_internal_slot_futex, test_internal_slot_condvar):

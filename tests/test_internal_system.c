@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The system seams of src/system.h: built twice (tests/CMakeLists.txt),
  * as test_internal_system against the files this build chose (the static

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The wait policy (src/wait_policy.c): which looks a waiting thread takes
  * before it sleeps, and whether ranks nudge ahead, for each affinity

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The six example scenarios of the reference oracle
  * (../shared/reference/oracle/scenarios, expected traces in oracle/expected)

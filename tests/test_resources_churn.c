@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Churn: 2000 spawns on one ctx, every 10th failing (raise, nonzero return,
  * kb_fail, drain failure; UNWIND and RETURN cancel modes alternating), leave

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Scale: 1000 ranks x 10 yields runs to completion in round-robin order,
  * every rank on its own thread, and leaves no thread behind.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Real thread-creation failure (no fault seam): in a forked child, limit the
  * address space (RLIMIT_AS) so only a few 64 MiB rank stacks fit, then spawn

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The round limit (max_rounds, KB_MAX_ROUNDS): a livelocked spawn fails
  * with KB_ETIMEDOUT like a rank failure (siblings cancelled in rank order,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The exploring schedules: KB_SCHED_PCT (ranks by random priority, d - 1
  * demotions at rounds drawn from the first R) and KB_SCHED_EXHAUSTIVE

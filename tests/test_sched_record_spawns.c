@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Recordings for exploring tools: KB_RECORD gives every spawn of a process
  * its own recording in one file and KB_REPLAY hands the k-th back to the

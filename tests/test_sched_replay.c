@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Record and replay (record_path, replay_path): the record's format, a
  * seeded run replayed without its seed gives the identical trace, and an

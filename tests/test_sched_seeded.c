@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Seeded orders (kb_spawn_opts.schedule = KB_SCHED_SEEDED): each round
  * visits the live ranks in a permutation drawn from the seed; the same seed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Statistics (kb_spawn_opts.stats, kb_process_context_stats): rounds,
  * turns, handoffs, drains, engine waits, collectives, per-rank turns and

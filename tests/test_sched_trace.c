@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The timeline (trace_path, KB_TRACE): a Chrome trace-event JSON file that
  * a real JSON parser accepts (tests/sched/check_trace.py, run with python3),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semantics: kb_barrier (kbthreads.h; docs/design.md, "Barrier"). C only:
  * the reference has no barrier. Every arrival yields at least once (the last

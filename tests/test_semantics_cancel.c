@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semantics: how a cancelled rank leaves its suspension point (issue 2 fine
  * print; kbthreads.h kb_yield). C only: the reference kills a greenlet with

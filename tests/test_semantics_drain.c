@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semantics: the drain (SEMANTICS.md rules 2 and 3; issue 2 "Semantics").
  * Expected traces are the normalised output of the oracle scenario named

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semantics: a rank fails (SEMANTICS.md rule 5; issue 2 "Semantics"): its
  * own cleanup first, the rest of the round skipped, no drain, not-finished

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semantics: the fast path (SEMANTICS.md rule 4; issue 2 fine print: the
  * driver-side fast path, kb_wait_meta in a rank). Expected traces are the

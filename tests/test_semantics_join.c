@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semantics: join=False, i.e. kb_start / kb_join / kb_process_context_free
  * (SEMANTICS.md rule 8: the reference ignores join, libkbthreads implements

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semantics: root-cause reporting (SEMANTICS.md rules 6 and 7; issue 2
  * "Semantics" and the kb_fail / kb_raise fine print). Expected traces are the

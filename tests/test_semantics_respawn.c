@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semantics: a second spawn on the same ctx (SEMANTICS.md rule 9): ranks
  * numbered from 0 again, the completed set kept, a wait discarded by a failed

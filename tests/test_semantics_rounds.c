@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Semantics: binding, lazy start and round order (SEMANTICS.md rules 1 and
  * 2; issue 2 "Semantics"). Every expected trace is the normalised output of

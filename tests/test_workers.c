@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Rank threads (workers): a ctx parks the threads of finished ranks and
  * reuses them in the next spawn, names each for its rank, replaces the ones

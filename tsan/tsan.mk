@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Sanitizer and race-detector runs. Included by the top-level Makefile
 # (after its own targets, so `all` stays the default goal); uses its BUILD,
 # JOBS, CMAKE_FLAGS and its deps/build targets.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Builds kbthreads._accel, the package's compiled part: the binding's hot
 paths (kbthreads/_accel.c) and libkbthreads itself, compiled from its C
 sources into the same extension module, with Concurrency Kit linked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // What every C++ test includes: cmocka, the trace and fake engine of
 // tests/support (C, so declared extern "C" here), and the C++ layer.
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Rank functions are any callable taking the rank: lambdas capturing by
 // reference or owning move-only state, int-returning callables, plain
 // functions; kb::context::start / process_context::join with timeouts, and

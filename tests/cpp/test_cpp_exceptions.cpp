@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Exceptions as rank failures: what a throwing rank records, the contents
 // of kb::spawn_error, engine hooks that throw, and std::system_error with
 // kb::category() for the library's error codes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // RAII in C++ ranks: a cancelled rank's suspension point throws
 // kb::cancelled, its stack unwinds and its destructors run, one rank at a
 // time in rank order; ranks that never started run neither body nor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The six example scenarios of the reference oracle, written with the C++
 // layer (include/kbthreads.hpp): lambdas as ranks, kb::yield / kb::wait,
 // a thrown kb::failure for the reference's raise, kb::cancelled unwinding

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the programs the debugger tests drive (kb_gdb_target.c,
  * kb_dump_target.c) share: a CHECK that names the program, waiting until

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The kbthreads-dump tests: one behaviour per --case.
 
 Usage: dump_test.py --dump tools/kbthreads-dump --case CASE [--program kb_dump_target]

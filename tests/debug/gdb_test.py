@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The gdb test: debug kb_gdb_target under `gdb -batch` and check what gdb shows.
 
 Usage: gdb_test.py --gdb GDB --program kb_gdb_target --script gdb/kbthreads_gdb.py

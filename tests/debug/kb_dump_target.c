@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The program the kbthreads-dump test (dump_test.py) reads. It stops at a
  * known point and stays there, running, until told to go on:

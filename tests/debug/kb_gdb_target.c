@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The program the gdb test (gdb_test.py) debugs. It stops three times in
  * kbt_gdb_stop(), where the test sets its breakpoint, with the ranks of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Race-detector precision, racy half: a deliberate data race that
  * ThreadSanitizer, Helgrind and DRD must report (the tests expect it).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Race-detector precision, clean half: ranks share plain (non-atomic) data
  * with no locks, across thousands of handoffs, and ThreadSanitizer, Helgrind

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Run a program under a race detector and judge the reports.
 
 Usage: race_check.py --tool {tsan,helgrind,drd} --expect {none,victim} -- COMMAND...

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The rank table `kb ranks` and kbthreads-dump print, from one function
 (kb_rank_table in gdb/kbthreads_gdb.py), on a run made up here: no gdb, no
 process. The texts below are the formats as docs/debugging.md shows them.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The build tree's kbthreads-explore (a script without .py, named by
 KB_EXPLORE) loaded as a module, for the tests that call its functions."""
 from __future__ import annotations

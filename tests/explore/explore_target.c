@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A program with planted rank-order bugs, for kbthreads-explore's tests and
  * `make explore-demo`. Round-robin order never shows them; other orders do.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A Python rank program with a planted rank-order bug, for
 kbthreads-explore's tests (tests/explore/explore_target.c has the C one).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """kbthreads-explore --jobs, timed: 200 runs of a target that sleeps 20 ms
 per run (explore_target sleep), with --jobs 1 and then --jobs 2, side by
 side. Not a test (no timed assertions): a figure to take on a quiet

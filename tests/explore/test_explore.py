@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """kbthreads-explore, end to end: the build tree's script (and python3 -m
 kbthreads.explore) on the planted bugs of explore_target.c and
 explore_target.py, at fixed seeds (run i uses seed i), so every result here

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Long schedules: a recording of 10^5 rounds of 64 ranks replays through
 the library, and shrinking a failing schedule that long stays within the
 explorer's replay bound (SHRINK_BUDGET).

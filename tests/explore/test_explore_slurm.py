@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The Slurm job-array script of docs/scheduling.md, run for real: a
 single-node Slurm cluster (munged, slurmctld, slurmd, a generated
 slurm.conf, all in a temporary directory) is brought up on this machine,

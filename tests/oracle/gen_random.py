@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Generate tests/test_reference_random.c: seeded pseudo-random scenarios run on
 the reference oracle, emitted as C plans plus the normalised expected traces.
 

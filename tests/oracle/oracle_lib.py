@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Helpers for the project's own oracle scenarios (tests/oracle/sem_*.py).
 
 The reference harness (fakectx.py and the unchanged reference module) lives in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The six example scenarios of ../shared/reference/oracle/scenarios, run
 through the normaliser (oracle_lib.py): the C form the tests in
 tests/test_reference_scenarios.c keep inline."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Check or rewrite the oracle-derived expected traces kept inline in C tests.
 
 In tests/test_reference_*.c, tests/test_semantics_*.c and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Base scenarios for tests/test_semantics_cancel.c. The cancel modes are C
 only (the reference throws SystemExit); these give the rounds, the
 cancellation order and the report those tests build on.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Scenarios for tests/test_semantics_drain.c (rules 2 and 3: one drain per
 round, nprocs=0, phase (a) then (b), FIFO, duplicates, loop until empty).
 Run: /usr/bin/python3 sem_drain.py"""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Scenarios for tests/test_semantics_failure.c (rule 5: a rank fails).
 Run: /usr/bin/python3 sem_failure.py"""
 import os

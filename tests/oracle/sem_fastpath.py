@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Scenarios for tests/test_semantics_fastpath.c (rule 4 and the driver-side
 fast path ruling). Run: /usr/bin/python3 sem_fastpath.py"""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Scenarios for tests/test_semantics_report.c (rules 6 and 7: root causes,
 message, drain failure). Run: /usr/bin/python3 sem_report.py
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Scenarios for tests/test_semantics_respawn.c (rule 9: a second spawn on
 the same context). Run: /usr/bin/python3 sem_respawn.py"""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Scenarios for tests/test_semantics_rounds.c (rules 1 and 2: binding, lazy
 start, round order, finished ranks skipped). Run: /usr/bin/python3 sem_rounds.py"""
 import os

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Build and run the consumer programs against libkbthreads three ways:
 #   install  -> pkg-config (C, C++ and the C++ layer, shared; C static)
 #   install  -> find_package(kbthreads) (C, C++, the C++ layer, and C static)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Fails if the shared library exports any symbol that does not start with
 # kb_, or if its kb_ symbols differ from the functions the header declares
 # and the debug descriptor kb_debug_offsets (a table for debuggers and tools,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The public header compiles cleanly on its own as C11, C17 and C++17 with
 # -Wall -Wextra -pedantic -Werror (gcc and g++, and clang when present), and
 # so does the C++ layer kbthreads.hpp, every template instantiated, as C++17

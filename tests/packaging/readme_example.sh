@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The README's examples (C under '## Usage', C++ under '## C++') build with
 # exactly the lines the README prints and run, with no loader variables set:
 # the in-tree lines in a directory laid out like the source tree after

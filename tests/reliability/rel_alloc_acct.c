@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Exact heap accounting (see rel_alloc_acct.h). */
 #include "rel_alloc_acct.h"
 

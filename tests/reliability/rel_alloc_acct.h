@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Exact heap accounting for a test program linked with
  *   -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=posix_memalign

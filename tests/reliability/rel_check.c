@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The checker: run a program on the library and on the model, compare. */
 #include <stdlib.h>
 #include <string.h>

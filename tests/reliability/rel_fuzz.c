@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer entry point: the input bytes choose a program (rel_prog.h, the
  * same generator as the seeded tests, reading its choices from the bytes);

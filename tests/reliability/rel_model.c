@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executable model: the rules of SEMANTICS.md and the documented C API
  * (include/kbthreads.h, docs/design.md, docs/scheduling.md) written as

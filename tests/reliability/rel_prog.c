@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The program generator of the differential tests (see rel_prog.h). */
 #include "rel_prog.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Random programs for the differential tests (docs/reliability.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Running a program of rel_prog.h on the library. Rank functions and engine
  * hooks append trace lines; they hold the baton when they do, so the trace

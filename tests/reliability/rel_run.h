@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Running a program of rel_prog.h: on the library (rel_real.c) and on the
  * executable model (rel_model.c). Both write their trace with tr_add()

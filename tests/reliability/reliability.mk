@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Reliability targets (docs/reliability.md), included by the top-level
 # Makefile. They build in $(BUILD) (build/ by default) with CMake and run
 # the full sizes that ctest only samples:

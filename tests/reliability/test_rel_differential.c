@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Differential testing: seeded random programs (rel_prog.h) run on the
  * library and on the executable model (rel_model.c) must give identical

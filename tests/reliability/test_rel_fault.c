@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fault injection over a representative program, SQLite style: for each
  * fault kind (allocation, thread creation, synchronisation-object setup) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Signals and blocking system calls never break the baton.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Soak: many handoffs in one spawn with the one-running invariant and the
  * round-robin order checked at every turn; 4096 ranks in one spawn; many

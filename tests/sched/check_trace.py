@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Validate a libkbthreads Chrome trace-event file and print its events.
 
 usage: check_trace.py TRACE.json

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Runs the determinism program (det_program.h) once in this process and
  * prints "<hash in hex> <lines>" on stdout; with --trace, the whole trace

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The seeded pseudo-random determinism program, shared by
  * tests/test_determinism.c (in-process runs) and tests/support/det_helper.c

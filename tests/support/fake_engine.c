@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fake_engine: see fake_engine.h. The C counterpart of the oracle's
  * fakectx.py (written from its documented behaviour, not translated).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fake_engine: the C counterpart of the reference oracle's fake runtime
  * context (../shared/reference/oracle/ref/fakectx.py), so tests can produce

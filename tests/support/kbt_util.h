@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Small header-only helpers shared by the api/baton/resources/determinism/
  * fault tests: thread and memory counters from /proc, a forked-child runner

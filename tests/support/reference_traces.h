@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The expected traces of the six example scenarios of the reference oracle
  * (../shared/reference/oracle/scenarios), normalised as documented in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A test trace: rank functions and engine hooks append one event per line;
  * tests compare the whole text with the expected lines. Appending needs no

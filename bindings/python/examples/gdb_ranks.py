@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Four Python ranks; rank 2 stops itself with SIGTRAP at its second step, so
 gdb shows every rank as a thread (kb-rank-N) with its Python stack:
 

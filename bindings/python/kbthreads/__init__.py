@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """kbthreads: Python ranks on libkbthreads.
 
 A drop-in, thread-backed replacement for the greenlet ``spawn`` namespace:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kbthreads._accel: the package's compiled part, always present. It holds
  * the one implementation of every hot path of the binding: the suspension

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The binding proper: Context, the spawn namespace, SpawnException.
 
 Threads and the GIL

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The gdb extension (gdb/kbthreads_gdb.py) in the package's
  * .debug_gdb_scripts section, as the library's own build embeds it

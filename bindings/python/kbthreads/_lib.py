@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ctypes layer: loading the package's compiled part and declaring the
 library's C API.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The package's console scripts (pyproject.toml: [project.scripts])."""
 from __future__ import annotations
 

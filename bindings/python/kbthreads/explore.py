@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """kbthreads-explore: hunt rank-order bugs in a program that links libkbthreads.
 
 Runs COMMAND once in round-robin order (the baseline), then under up to N

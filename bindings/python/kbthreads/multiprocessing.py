@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The reference module's names (``runtime_api/multiprocessing.py``), so an
 import of ``SpawnException`` / ``_MultiprocessingNamespace`` can switch to
 ``from kbthreads.multiprocessing import ...`` unchanged.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Test the package in this source tree (bindings/python/kbthreads) against the
 library named by $KBTHREADS_LIBRARY (ctest sets it to the library just built);
 without it the package loads the installed libkbthreads.so.0."""

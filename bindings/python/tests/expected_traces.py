@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Expected traces of the programs in scenarios.py.
 
 REFERENCE_TRACES were printed by the greenlet reference: the reference spawn

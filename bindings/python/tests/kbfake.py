@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The reference oracle's fake runtime context (fakectx.py), rebuilt on kbthreads.
 
 The greenlet oracle (the reference spawn module run on a small fake runtime)

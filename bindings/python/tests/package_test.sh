@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # package_test.sh REPO PYTHON: the Python package as a user gets it, offline.
 #
 #   1. A clean copy of what the package is built from (bindings/python with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Rank programs in the style of the reference oracle's scenarios.
 
 Each s_<name>(ctx, T) runs one program: T is either tests/kbfake.py (the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """kbthreads.barrier() follows kb_barrier's rule (docs/design.md, "Barrier"):
 no rank returns from an opened barrier before the next round begins; in that
 round every waiter returns at its turn, so the code after the barrier starts

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The binding's own API: loading, the C declarations, handles, the queue and
 completed-set containers, errors, join=False, threads, the GIL, Ctrl-C."""
 import ctypes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The rank programs of scenarios.py, run by kbthreads, print the traces the
 greenlet reference printed for them (expected_traces.py says how those were
 recorded and lists every deliberate difference)."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A tiny program built against an installed (or embedded) libkbthreads. */
 #include <kbthreads.h>
 #include <stdio.h>

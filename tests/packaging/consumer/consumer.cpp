@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The same from C++: the header is usable as is (extern "C", [[noreturn]]).
 #include <kbthreads.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The C++ layer (kbthreads.hpp) from an installed (or embedded) tree: a
 // lambda rank, a failing rank as kb::spawn_error.
 #include <kbthreads.hpp>
