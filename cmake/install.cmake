@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # Installation: headers (C, and the header-only C++ layer), shared library (SONAME libkbthreads.so.<major>),
-# static library, pkg-config file, CMake package, API docs when built, kbthreads-dump and kbthreads-explore.
+# static library, pkg-config file, CMake package, the license, API docs when built, kbthreads-dump and kbthreads-explore.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS kbthreads kbthreads_static EXPORT kbthreadsTargets
@@ -26,7 +26,18 @@ string(REGEX REPLACE "/$" "" KB_PC_RELATIVE_PREFIX "${KB_PC_RELATIVE_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/kbthreads.pc.in ${PROJECT_BINARY_DIR}/kbthreads.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/kbthreads.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-# API reference (built by the `docs` target; installed when present).
+# The license, in <prefix>/share/doc/kbthreads/ (CMAKE_INSTALL_DOCDIR), with
+# Concurrency Kit's BSD-2-Clause notice beside it: a program linked with the
+# installed static library also links Concurrency Kit (libkbthreads.a does
+# not carry it), and whoever links its libck.a statically ships Concurrency
+# Kit's code, which must travel with that notice.
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/licenses/ConcurrencyKit-BSD-2-Clause.txt
+  DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# API reference (built by the `docs` target; installed when present). The
+# man pages are <build>/docs/man/man3 as cmake/docs.cmake leaves it: only
+# pages named for the API (kb_*, KB_*, kb::*, kbthreads.h, kbthreads.hpp),
+# so none shadows another package's page from a prefix searched first.
 install(DIRECTORY ${PROJECT_BINARY_DIR}/docs/html DESTINATION ${CMAKE_INSTALL_DOCDIR} OPTIONAL)
 install(DIRECTORY ${PROJECT_BINARY_DIR}/docs/man/ DESTINATION ${CMAKE_INSTALL_MANDIR} OPTIONAL)
 
