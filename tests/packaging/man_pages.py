@@ -10,6 +10,8 @@ usage: man_pages.py CHECK PREFIX [ARG]
   shadow-no-system-page PREFIX [SYSTEM_MAN_DIR]
                                   no page takes a name that a page of another package
                                   has (any section; /usr/share/man by default)
+  render-without-warnings PREFIX  groff formats every page without a warning,
+                                  and every link (".so") leads to an installed page
 
 The public names are read from the headers themselves, not from Doxygen's
 output, so a name that Doxygen leaves out (undocumented, renamed, written
@@ -20,6 +22,8 @@ the install has no man pages because the build found no Doxygen.
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -118,6 +122,34 @@ def shadow_no_system_page(prefix: Path, system: Path) -> list[str]:
     return sorted(f"{name}.3 shadows a page of that name in {system}" for name in pages & theirs)
 
 
+def render_without_warnings(prefix: Path) -> list[str]:
+    pages = installed_pages(prefix)
+    groff = shutil.which("groff")
+    if groff is None:
+        print("skipped: no groff to format the pages with (Debian package groff-base)")
+        raise SystemExit(SKIP)
+    failures = []
+    man = prefix / "share" / "man"
+    for name in sorted(pages):
+        text = (man / "man3" / f"{name}.3").read_text(encoding="utf-8")
+        if text.startswith(".so "):
+            # A link: its page is formatted on its own; it must exist.
+            target = text.split()[1]
+            if not (man / target).is_file():
+                failures.append(f"{name}.3 leads to {target}, which is not installed")
+            continue
+        run = subprocess.run(
+            [groff, "-man", "-z", "-ww", "-Tutf8", f"man3/{name}.3"],
+            cwd=man,
+            capture_output=True,
+            text=True,
+        )
+        failures += [f"{name}.3: {line}" for line in run.stderr.splitlines()]
+        if run.returncode != 0 and not run.stderr:
+            failures.append(f"{name}.3: groff exited with {run.returncode}")
+    return failures
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -129,6 +161,8 @@ def main(argv: list[str]) -> int:
         failures = cover_the_headers(prefix, Path(argv[3]))
     elif check == "shadow-no-system-page":
         failures = shadow_no_system_page(prefix, Path(argv[3] if len(argv) > 3 else "/usr/share/man"))
+    elif check == "render-without-warnings":
+        failures = render_without_warnings(prefix)
     else:
         print(__doc__, file=sys.stderr)
         return 2
