@@ -6,7 +6,7 @@ usage: man_pages.py CHECK PREFIX [ARG]
   cover-the-headers PREFIX INCLUDE_DIR
                                   every public function and type of kbthreads.h, and
                                   every public class and function of kbthreads.hpp,
-                                  has a page
+                                  has a page, titled with that name
   shadow-no-system-page PREFIX [SYSTEM_MAN_DIR]
                                   no page takes a name that a page of another package
                                   has (any section; /usr/share/man by default)
@@ -98,7 +98,16 @@ def cover_the_headers(prefix: Path, include: Path) -> list[str]:
     for known in ("kb_spawn", "kb_ctx", "kb_spawn_opts", "kb_rank_fn", "kb::context", "kb::yield"):
         if known not in wanted:
             return [f"the test's header parse missed {known}: fix tests/packaging/man_pages.py"]
-    return sorted(f"no page for {name} ({name}.3)" for name in wanted - pages)
+    failures = [f"no page for {name} ({name}.3)" for name in wanted - pages]
+    # A page of its own must be about its name: Doxygen names kb::engine's
+    # page kb_engine.3, which would take the C struct kb_engine's place.
+    man3 = prefix / "share" / "man" / "man3"
+    for name in wanted & pages:
+        first = (man3 / f"{name}.3").read_text(encoding="utf-8").split("\n", 1)[0]
+        title = first.split('"')[1] if first.startswith('.TH "') else name
+        if title != name:
+            failures.append(f"{name}.3 is the page of {title}, not of {name}")
+    return sorted(failures)
 
 
 def system_page_names(system: Path) -> set[str]:
