@@ -13,7 +13,7 @@ operation (yield, wait) and the process's CPU time over the same interval
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from bench_shared import fmt_ns, fmt_ratio
 from report_context import ReportContext, Results, md_table, verdict
@@ -59,7 +59,8 @@ def targets(R: Results) -> List[Tuple[str, str, Optional[bool]]]:
                 "worst %s (%s N=%d); %d of %d met" % ("%.2fx" % worst[2], worst[0], worst[1], sum(oks), len(oks))
                 if worst else "–", all(oks) if oks else None))
     w1 = R.med("wait", "kbthreads", 0, 1)
-    out.append(("default, a wait at N=1 ≤ %g µs" % (WAIT_N1_LIMIT_NS / 1e3), "–" if w1 is None else "%.2f µs" % (w1 / 1e3),
+    out.append(("default, a wait at N=1 ≤ %g µs" % (WAIT_N1_LIMIT_NS / 1e3),
+                "–" if w1 is None else "%.2f µs" % (w1 / 1e3),
                 None if w1 is None else w1 <= WAIT_N1_LIMIT_NS))
     return out
 

@@ -118,7 +118,8 @@ def target_spare(R: Results) -> Tuple[int, List[SpareRow], Optional[bool]]:
             continue
         kb = R.med("yield", "kbthreads", 0, n)
         gl = R.med("yield", "greenlet", 0, n)
-        rows.append(SpareRow(n, kb, gl, None if kb is None else (kb <= limit("spare_yield") and (gl is None or kb < gl))))
+        ok = None if kb is None else (kb <= limit("spare_yield") and (gl is None or kb < gl))
+        rows.append(SpareRow(n, kb, gl, ok))
     return spare, rows, all_measured([row.ok for row in rows])
 
 

@@ -35,12 +35,12 @@ def write(ctx: ReportContext) -> None:
 def newer_vs_baseline(R: Results, bench: str, new: str, base: str,
                       ns: Sequence[int]) -> Tuple[List[str], Optional[bool]]:
     """A row of new / baseline ratios with ✓ (no slower) or ✗."""
-    cells, oks = [], []
+    cells, oks, cap = [], [], limit("loaded_vs_baseline")
     for n in ns:
         r = ratio(R, bench, new, base, n)
         if r is not None:
-            oks.append(r <= limit("loaded_vs_baseline"))
-        cells.append("–" if r is None else "%s %s" % (fmt_ratio(r), "✓" if r <= limit("loaded_vs_baseline") else "✗"))
+            oks.append(r <= cap)
+        cells.append("–" if r is None else "%s %s" % (fmt_ratio(r), "✓" if r <= cap else "✗"))
     return cells, (all(oks) if oks else None)
 
 

@@ -75,7 +75,7 @@ def write(ctx: ReportContext) -> None:
     w("Per operation, median (min–max) of the runs: the same loop of N ranks (kb_bench's) in C through "
       "`kb_spawn`, in C through `kb_start` and `kb_join(pc, %d, NULL)` until it returns 1 (as the Python "
       "binding drives every spawn), in Python through the binding (`bench/py_bench.py`, "
-      "`ctx.multiprocessing.spawn`) with and without its C accelerator, and the greenlet peer. Wait: "
+      "`ctx.multiprocessing.spawn`, through its compiled extension), and the greenlet peer. Wait: "
       "`ctx.wait` on a fresh handle, completed by the engine in the drain; collective: a collective "
       "submitted then waited for, completed in the drain's phase (b)." % JOIN_SLICE_MS)
     w("")

@@ -24,7 +24,8 @@ class Target:
 
 TARGETS = [
     # Floors and peers (issue 4): the libkbthreads yield loop.
-    Target("floor", "floors and peers", 1.25, "x", "yield / one handoff of the faster ring (futex, semaphore), same N and pin"),
+    Target("floor", "floors and peers", 1.25, "x",
+           "yield / one handoff of the faster ring (futex, semaphore), same N and pin"),
     Target("simgrid", "floors and peers", 0.25, "x", "yield / SimGrid thread factory's yield, every N"),
     Target("flat", "floors and peers", 1.5, "x", "yield at N=4096 / yield at N=8"),
     Target("spawn_repeat", "floors and peers", 10000.0, "ns", "repeated spawn on one ctx, per rank, every N"),
