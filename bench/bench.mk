@@ -7,6 +7,8 @@
 #   make -f bench/bench.mk bench-smoke    seconds: proves every benchmark runs (no time is asserted)
 #   make -f bench/bench.mk bench-report   `bench`, then docs/benchmarks.md and docs/bench-yield*.png
 #                                         (BENCH_REUSE=1: from the last results, without running again)
+#   make -f bench/bench.mk bench-compare  two results files figure by figure (BENCH_OLD, BENCH_NEW;
+#                                         default: the last run's baseline and new build)
 #
 # Run as root on Debian, missing packages are installed with apt-get; as
 # another user the missing ones are named, and the peers needing them
@@ -16,7 +18,7 @@
 #
 # Variables: BENCH_BUILD (build folder), BENCH_ARGS (extra run.py options,
 # e.g. "--reps 9" or "--only kbthreads floors"), BENCH_REUSE, BENCH_PYTHON, BENCH_BASELINE_SRC,
-# BENCH_OPTIONAL_DEPS (no: install only what the build needs).
+# BENCH_OPTIONAL_DEPS (no: install only what the build needs), BENCH_OLD and BENCH_NEW (bench-compare).
 
 BENCH_MK_SAVED_GOAL := $(.DEFAULT_GOAL)
 BENCH_MK_DIR := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
@@ -37,17 +39,20 @@ BENCH_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BENCH_ARGS ?=
 BENCH_REUSE ?=
 BENCH_RESULTS := $(BENCH_MK_DIR)/results
+BENCH_OLD ?= $(BENCH_RESULTS)/bench-baseline-latest.json
+BENCH_NEW ?= $(BENCH_RESULTS)/bench-latest.json
 BENCH_DEB_REQUIRED := build-essential cmake pkg-config libck-dev python3
 # BENCH_OPTIONAL_DEPS=no: do not install the peers' and the plots' packages.
 BENCH_OPTIONAL_DEPS ?= yes
 BENCH_DEB_OPTIONAL := $(if $(filter yes,$(BENCH_OPTIONAL_DEPS)),g++ libsimgrid-dev python3-greenlet python3-dev gnuplot-nox,)
 
-.PHONY: bench bench-smoke bench-report bench-build bench-deps bench-clean bench-help
+.PHONY: bench bench-smoke bench-report bench-compare bench-build bench-deps bench-clean bench-help
 
 bench-help:
 	@echo "make bench          optimised build in $(BENCH_BUILD), every benchmark, results in bench/results/"
 	@echo "make bench-smoke    a seconds-long run proving every benchmark runs"
 	@echo "make bench-report   make bench, then docs/benchmarks.md and docs/bench-yield*.png (BENCH_REUSE=1: no run)"
+	@echo "make bench-compare  two results files figure by figure (BENCH_OLD=... BENCH_NEW=...)"
 	@echo "make bench-clean    remove $(BENCH_BUILD)"
 
 bench-deps:
@@ -103,6 +108,9 @@ bench-smoke: bench-build
 bench-report: $(if $(BENCH_REUSE),bench-deps,bench)
 	$(BENCH_PYTHON) $(BENCH_MK_DIR)/report.py --results $(BENCH_RESULTS)/bench-latest.json \
 	  --out $(BENCH_MK_ROOT)/docs/benchmarks.md --png-dir $(BENCH_MK_ROOT)/docs
+
+bench-compare:
+	$(BENCH_PYTHON) $(BENCH_MK_DIR)/compare.py $(BENCH_OLD) $(BENCH_NEW)
 
 bench-clean:
 	rm -rf $(BENCH_BUILD) $(BENCH_CONDVAR_BUILD) $(BENCH_BASELINE_BUILD)

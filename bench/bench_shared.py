@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""What bench/run.py and the report (bench/report*.py) share: the thresholds
+"""What bench/run.py (and its modules) and the report (bench/report*.py) share: the thresholds
 both apply to the same results, and the formatting of the numbers.
 
 Each value is defined here once so that the runner and the report cannot
@@ -20,9 +20,9 @@ BUSY_SHARE = 0.15
 
 # The timed kb_join slice, in ms, of the C figures "kbthreads_join": run.py
 # passes it to kb_bench as `--join MS` (kb_bench.c has no value of its own),
-# and the report names it. It mirrors the Python binding's slice
-# (bindings/python/kbthreads/_core.py: _JOIN_SLICE_MS), so that the C loop is
-# driven the way the binding drives every spawn; change both together.
+# and the report names it. It mirrors the Python binding's timed-join slice
+# (bindings/python), so that the C loop is driven the way the binding drives
+# every spawn; change both together.
 JOIN_SLICE_MS = 50
 
 

@@ -5,17 +5,25 @@
     report.py [--results bench/results/bench-latest.json] [--out docs/benchmarks.md] [--png-dir docs]
 
 Everything in the report comes from the results file (the machine, every
-figure, the ratios to the floors and peers, the verdict on each target of
-issue 4), except bench/report-notes.md, which is copied in as it is (the
-hand-kept notes: what each lever bought, profiles). Plots need gnuplot.
+figure, the ratios to the floors and peers, the verdict on each target),
+except bench/report-notes.md, which is copied in as it is (the hand-kept
+notes: what each lever bought, why each target is met or missed). The
+targets and their limits are one table, bench/targets.py. Plots need
+gnuplot.
 
-The report is a sequence of sections, one function each (section_* here,
-in report_targets.py, and write() in the other report_*.py modules),
-called in order by write_report(). Every section receives a ReportContext
-(bench/report_context.py): the results and the lines written so far.
-Issue 4's targets are computed once (report_targets.issue4_targets)
-because three sections read them: the targets table, the ratios and the
-discussion. The plots are report_plots.py's.
+The report is a sequence of sections, one function each, called in order
+by write_report(): section_* here (the machine, the yield, wait, spawn and
+memory tables, the method, every figure) and the modules named for what
+they show: report_floors_peers.py (the yield loop's targets, its ratios to
+the floors and peers, one verdict line each), report_python.py (Python
+ranks and timed joins), report_batons.py (condvar beside futex),
+report_best_config.py (the default against the best configuration),
+report_simulation.py (the simulation-shaped job), report_load.py (a CPU
+hog, two side by side, the load at each job's start). Every section
+receives a ReportContext (bench/report_context.py): the results and the
+lines written so far. The yield loop's targets are computed once
+(report_floors_peers.floor_peer_targets) because three sections read them.
+The plots are report_plots.py's.
 """
 from __future__ import annotations
 
@@ -28,11 +36,12 @@ from typing import Any, Dict, List, Optional, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-import report_python  # noqa: E402  (the section on Python ranks and timed joins)
-import report_baton  # noqa: E402  (the section on the condvar and futex batons)
-import report_idle  # noqa: E402  (issue 20: the default against the best configuration; loads)
-import report_sim  # noqa: E402  (issue 20: the simulation-shaped job, a CPU hog, two side by side)
-import report_targets  # noqa: E402  (issue 4's targets: the table, the ratios, what the numbers say)
+import report_batons  # noqa: E402
+import report_best_config  # noqa: E402
+import report_floors_peers  # noqa: E402
+import report_load  # noqa: E402
+import report_python  # noqa: E402
+import report_simulation  # noqa: E402
 from bench_shared import fmt_ns, fmt_ratio, fmt_val  # noqa: E402
 from report_context import (CONFIGS, LABELS, ReportContext, Results, Row, busy_figures, md_table,  # noqa: E402
                             ratio)
@@ -367,22 +376,23 @@ def section_every_figure(ctx: ReportContext, src: str) -> None:
 def write_report(R: Results, src: str, out: str, notes_path: Optional[str]) -> None:
     """Write docs/benchmarks.md: every section in order. src: the results file's path."""
     ctx = ReportContext(R)
-    t = report_targets.issue4_targets(R)
+    t = report_floors_peers.floor_peer_targets(R)
     section_header(ctx, src)
     section_machine(ctx)
-    report_targets.section_targets(ctx, t)
+    report_floors_peers.section_targets(ctx, t)
     report_python.write(ctx)
-    report_baton.write(ctx)
-    report_idle.write(ctx)
-    report_sim.write(ctx)
+    report_batons.write(ctx)
+    report_best_config.write(ctx)
+    report_simulation.write(ctx)
+    report_load.write(ctx)
     section_yield(ctx)
-    report_targets.section_ratios(ctx, t)
-    report_targets.section_discussion(ctx, t)
+    report_floors_peers.section_ratios(ctx, t)
+    report_floors_peers.section_discussion(ctx, t)
     section_wait(ctx)
     section_spawn(ctx)
     section_memory(ctx)
     section_notes(ctx, notes_path)
-    report_idle.write_loads(ctx)
+    report_load.write_loads(ctx)
     section_method(ctx)
     section_every_figure(ctx, src)
     with open(out, "w") as f:

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """What every section of the report receives and shares, for bench/report.py
-and its section modules (report_python.py, report_baton.py, report_idle.py,
-report_sim.py).
+and its section modules (report_floors_peers.py, report_python.py,
+report_batons.py, report_best_config.py, report_simulation.py,
+report_load.py).
 
 A section is a function of a ReportContext: it reads the results through
 its lookups and appends its lines with w(). The lookups more than one
@@ -17,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from bench_shared import BUSY_SHARE, fmt_val
 
 # One figure of the results' "summary": bench, impl, pin, n, unit, median,
-# min, max, count, others_cpu, flagged, ... (bench/run.py: summarize).
+# min, max, count, others_cpu, flagged, ... (bench/aggregate.py: summarize).
 Row = Dict[str, Any]
 
 # How the report's tables name each implementation.

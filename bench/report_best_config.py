@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""The report's sections on an idle machine (issue 20), for bench/report.py:
-the default options against the best of the library's own configurations
-at every N (wall and CPU time per operation), and the load at each job's
-start.
+"""The report's section on the default options against the best of the
+library's own configurations at every N on an idle machine (wall and CPU
+time per operation), for bench/report.py.
 
-Figures (bench/run.py, bench/run_idle.py): kb_bench yield and wait, per
+Figures (bench/jobs_loops.py): kb_bench yield and wait, per
 operation (yield, wait) and the process's CPU time over the same interval
 (yield_cpu, wait_cpu), of
   kbthreads, pin 0     default options
@@ -14,16 +13,17 @@ operation (yield, wait) and the process's CPU time over the same interval
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from bench_shared import fmt_ns, fmt_ratio
 from report_context import ReportContext, Results, md_table, verdict
+from targets import limit
 
 OPS = ("yield", "wait")
 # (label, impl, pin): the library's own configurations the default is held to.
 BEST_OF = [("`--pin`", "kbthreads", 1), ("`--spread`", "kbthreads_spread", 0), ("taskset", "kbthreads_taskset", 0)]
-DEFAULT_LIMIT = 1.25  # default / best, every N
-WAIT_N1_LIMIT_NS = 1500.0  # a wait at N=1, default options
+DEFAULT_LIMIT = limit("default_vs_best")  # default / best, every N
+WAIT_N1_LIMIT_NS = limit("wait_n1")  # a wait at N=1, default options
 
 
 def wall_cpu(R: Results, op: str, impl: str, pin: int, n: int) -> str:
@@ -59,7 +59,8 @@ def targets(R: Results) -> List[Tuple[str, str, Optional[bool]]]:
                 "worst %s (%s N=%d); %d of %d met" % ("%.2fx" % worst[2], worst[0], worst[1], sum(oks), len(oks))
                 if worst else "–", all(oks) if oks else None))
     w1 = R.med("wait", "kbthreads", 0, 1)
-    out.append(("default, a wait at N=1 ≤ 1.5 µs", "–" if w1 is None else "%.2f µs" % (w1 / 1e3),
+    out.append(("default, a wait at N=1 ≤ %g µs" % (WAIT_N1_LIMIT_NS / 1e3),
+                "–" if w1 is None else "%.2f µs" % (w1 / 1e3),
                 None if w1 is None else w1 <= WAIT_N1_LIMIT_NS))
     return out
 
@@ -86,10 +87,10 @@ def write(ctx: ReportContext) -> None:
             d = R.med(op, "kbthreads", 0, n)
             b, which = best_of(R, op, n)
             r = d / b if d is not None and b else None
-            limit = WAIT_N1_LIMIT_NS if op == "wait" and n == 1 else None
+            cap = WAIT_N1_LIMIT_NS if op == "wait" and n == 1 else None
             mark = "" if r is None else (" ✓" if r <= DEFAULT_LIMIT else " ✗")
-            if limit is not None and d is not None:
-                mark += " (≤ 1.5 µs %s)" % ("✓" if d <= limit else "✗")
+            if cap is not None and d is not None:
+                mark += " (≤ %g µs %s)" % (cap / 1e3, "✓" if d <= cap else "✗")
             rows.append([op, n, wall_cpu(R, op, "kbthreads", 0, n)]
                         + [wall_cpu(R, op, impl, pin, n) for _, impl, pin in BEST_OF]
                         + [which or "–", fmt_ratio(r) + mark])
@@ -97,64 +98,4 @@ def write(ctx: ReportContext) -> None:
     w("")
     summary = [[text, measured, verdict(ok)] for text, measured, ok in targets(R)]
     w(md_table(["target (issue 20)", "measured (medians)", "verdict"], summary))
-    w("")
-
-
-# The flagged jobs listed by name; the rest are counted ("… and N more").
-FLAGGED_SHOWN = 40
-
-
-def write_loads(ctx: ReportContext) -> None:
-    """The load at each job's start, the idle gate's rule, the flagged jobs
-    (nothing for results files written before jobs recorded their load)."""
-    R, w = ctx.results, ctx.w
-    idle = R.d.get("idle")
-    jobs = R.d.get("jobs", [])
-    if not idle or not jobs or "load1" not in jobs[0]:
-        return
-    flagged = [j for j in jobs if j.get("flag")]
-    w("## The load at each job's start")
-    w("")
-    w(gate_text(R, idle, len(flagged), len(jobs)))
-    w("")
-    if flagged:
-        w(md_table(["flagged job", "why"], [[j["label"], j["flag"]] for j in flagged[:FLAGGED_SHOWN]]
-                   + ([["… and %d more" % (len(flagged) - FLAGGED_SHOWN), ""]]
-                      if len(flagged) > FLAGGED_SHOWN else [])))
-        w("")
-    write_every_job(ctx, jobs)
-
-
-def gate_text(R: Results, idle: Dict[str, Any], nflagged: int, njobs: int) -> str:
-    """The idle gate's rule as this run applied it, and how many jobs were flagged."""
-    ncpu = R.d["machine"].get("nproc") or 1
-    return ("Before every job the run %s until the 1-minute load average is at most %.1f per CPU (%.1f here) or "
-            "no task but the runner is runnable (`procs_running` in /proc/stat, median of 5 samples): the suite's "
-            "own big spawns raise the load average, which decays over minutes, while `procs_running` shows the "
-            "machine as it is. It waited %.0f s in all (at most %d s per job, %d s per run). A job that started "
-            "with the load above the limit while other tasks were runnable, or during which other processes used "
-            "more than %d%% of the CPUs, is flagged and measured again (the quietest attempt kept). The hog and "
-            "side-by-side sections load the machine on purpose and are not flagged. %d of %d jobs flagged."
-            % ("waits (bounded)" if idle.get("waiting") else
-               "records the load and the runnable tasks (this run did not wait: a smoke run or --no-idle-wait); a "
-               "full run waits",
-               idle["load_per_cpu"], idle["load_per_cpu"] * ncpu, idle.get("waited_s", 0), idle["max_wait_s"],
-               idle["budget_s"], 100 * R.busy_share(), nflagged, njobs))
-
-
-def write_every_job(ctx: ReportContext, jobs: List[Dict[str, Any]]) -> None:
-    """Every job's load, others' share and CPU time, folded away (<details>): one row a job."""
-    w = ctx.w
-    w("<details><summary>Every job: load at its start, other runnable tasks, others' share of the CPUs, "
-      "its CPU time</summary>")
-    w("")
-    rows = []
-    for j in jobs:
-        rows.append([j["label"], "%.2f" % j["load1"], j.get("others_runnable", "–"),
-                     "%.0f%%" % (100 * j["others_cpu"]), "%.2f s / %.2f s" % (j.get("cpu_s", 0), j["seconds"]),
-                     j["attempts"], j.get("deliberate") or ("**flagged**" if j.get("flag") else "")])
-    w(md_table(["job", "load (1 min) at start", "others runnable", "others' CPU", "CPU / wall",
-                "attempts", "note"], rows))
-    w("")
-    w("</details>")
     w("")

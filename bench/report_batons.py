@@ -3,7 +3,7 @@
 the condvar slot beside the futex slot, and the ratio condvar / futex of
 their medians at every N.
 
-Figures (bench/run.py: run_kb, --condvar-bindir): kb_bench's yield, wait
+Figures (bench/runner.py: run_kb, --condvar-bindir): kb_bench's yield, wait
 and spawn jobs, unpinned, with KB_AFFINITY_SPREAD and pinned
 (KB_AFFINITY_ONE_CPU), of
   kbthreads[_spread]          the library with the futex baton (build-bench)
