@@ -22,7 +22,11 @@ from ._core import (
     MultiprocessingNamespace,
     ProcessContext,
     RankFailure,
+    LiveRank,
+    SpawnDiverged,
     SpawnException,
+    SpawnStopped,
+    SpawnTimeout,
     Worker,
     accelerated,
     barrier,
@@ -35,7 +39,7 @@ from ._core import (
     yield_,
 )
 from ._core import CompletedSet, PendingCollectives, PendingWaits
-from ._lib import KbError, version
+from ._loader import KbError, version
 
 _MultiprocessingNamespace = MultiprocessingNamespace  # the reference's name
 
@@ -45,12 +49,16 @@ __all__ = [
     "CompletedSet",
     "Context",
     "KbError",
+    "LiveRank",
     "MultiprocessingNamespace",
     "PendingCollectives",
     "PendingWaits",
     "ProcessContext",
     "RankFailure",
+    "SpawnDiverged",
     "SpawnException",
+    "SpawnStopped",
+    "SpawnTimeout",
     "Worker",
     "accelerated",
     "barrier",

@@ -3,9 +3,10 @@
 
 Threads and the GIL
   Every rank runs fn(rank, *args) on its own OS thread (named kb-rank-N by
-  the library), entered through a ctypes callback; ctypes takes the GIL for
-  the callback and every call back into the library releases it. Only the
-  thread holding the baton runs: the driver (the thread inside spawn() or
+  the library), entered through a C function of kbthreads._accel, which
+  takes the GIL for the call; every library call that may block (waiting
+  for the baton, kb_join, freeing a spawn) releases it. Only the thread
+  holding the baton runs: the driver (the thread inside spawn() or
   ProcessContext.join(), running the engine hooks) or one rank.
 
 Cancellation
@@ -21,10 +22,10 @@ Handles
   its own id; the rule for every other handle is _accel.c's (handle_id),
   with the tables in the Context's _h2id and _id2h dicts.
 
-The hot paths (the suspension points, handle ids, a rank's ctx.wait and
-collective submit, the error mapping, the engine's wait hook, the hook
-depth) are the compiled part's, kbthreads/_accel.c, written once there;
-this module is what is not hot, over ctypes.
+Every library call goes through the compiled part, kbthreads._accel
+(kbthreads/_accel*.c): the hot paths (the suspension points, handle ids,
+a rank's ctx.wait and collective submit, the engine hooks) are written
+once there, and this module calls it for the rest.
 """
 from __future__ import annotations
 
@@ -37,11 +38,10 @@ import threading
 import warnings
 import time
 import weakref
-from ctypes import byref, c_void_p
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-from . import _lib
-from ._lib import KbError, lib
+from . import _loader as _lib
+from ._loader import KbError
 
 __all__ = [
     "Context",
@@ -65,6 +65,7 @@ _RC_FAILED = 1  # what a rank returns to the library when its body raised
 _JOIN_SLICE_MS = 50  # the driver returns to Python this often (Ctrl-C, timeouts)
 _tls = threading.local()  # .worker on rank threads
 _accel = _lib.accel
+_STOPS = (_accel.KB_ESPAWN, _accel.KB_ETIMEDOUT, _accel.KB_EDIVERGED)  # kb_join's failures
 
 
 # ---------------------------------------------------------------------------
@@ -107,6 +108,57 @@ class SpawnException(RuntimeError):
         if first is not None:
             msg += ("; " if drain else ": ") + f"rank {first[0]} raised {first[1]!r}"
         super().__init__(msg)
+
+
+class LiveRank(NamedTuple):
+    """A rank still live when the library stopped a spawn: where it was
+    suspended ("start": it never ran, "yield", "wait", "barrier") and, for
+    "wait", the handle it waited for (else None)."""
+
+    rank: int
+    where: str
+    handle: Any
+
+
+_WHERE = {_accel.KB_AT_START: "start", _accel.KB_AT_YIELD: "yield", _accel.KB_AT_WAIT: "wait", _accel.KB_AT_BARRIER: "barrier"}
+
+
+class SpawnStopped(SpawnException):
+    """The library stopped a spawn whose ranks were still live (they were
+    cancelled, the barrier reset ran and both queues were cleared, as after
+    a failure). ``report`` is the library's text, also the message;
+    ``live`` the live ranks (LiveRank, in rank order); ``errors`` as for
+    SpawnException (usually empty)."""
+
+    def __init__(self, report: str, live: list[LiveRank], errors: dict[int, BaseException] | None = None):
+        super().__init__(dict(errors or {}))
+        self.report = report
+        self.live = list(live)
+        self.args = (report,)
+
+    def __str__(self) -> str:
+        return self.report
+
+
+_REPLAY_MISMATCH = "spawn: the replay file (KB_REPLAY) holds no recording of this spawn (another nprocs, or fewer spawns); no rank ran"
+
+
+class SpawnTimeout(SpawnStopped):
+    """The spawn reached its round limit (KB_MAX_ROUNDS in the environment)
+    with ranks still live."""
+
+    def __init__(self, report: str, live: list[LiveRank], errors: dict[int, BaseException] | None = None, turn: int = 0):
+        super().__init__(report, live, errors)
+
+
+class SpawnDiverged(SpawnStopped):
+    """A replayed schedule (KB_REPLAY) stopped matching the program;
+    ``turn`` is the 1-based turn at which it did (0 when it did not match
+    from the start)."""
+
+    def __init__(self, report: str, live: list[LiveRank], errors: dict[int, BaseException] | None = None, turn: int = 0):
+        super().__init__(report, live, errors)
+        self.turn = turn
 
 
 class RankFailure(Exception):
@@ -159,17 +211,17 @@ def getcurrent() -> Worker | None:
 
 def rank() -> int:
     """This thread's rank, or -1 outside a rank."""
-    return lib.kb_rank()
+    return _accel.rank()
 
 
 def world_size() -> int:
     """The number of ranks of this rank's spawn, or 0 outside a rank."""
-    return lib.kb_world_size()
+    return _accel.world_size()
 
 
 def cancelled() -> bool:
     """True once this rank has been cancelled."""
-    return bool(lib.kb_cancelled())
+    return _accel.cancelled()
 
 
 # The suspension points (kb_yield, kb_barrier in C: they raise SystemExit
@@ -188,24 +240,10 @@ def accelerated() -> bool:
 _hook_depth: Callable[[], int] = _accel.hook_depth  # engine hooks running on this thread
 
 
-class _InHook:
-    """A Python engine hook (bind, abort) runs: counted with the C hook's."""
-
-    def __enter__(self):
-        _accel.hook_enter()
-
-    def __exit__(self, *exc):
-        _accel.hook_leave()
-        return False
-
-
-_in_hook = _InHook()
-
-
 def _may_drive() -> bool:
     """False on a rank thread or inside an engine hook, where freeing a
     process context or destroying a ctx is not allowed."""
-    return lib.kb_rank() < 0 and _hook_depth() == 0
+    return _accel.rank() < 0 and _hook_depth() == 0
 
 
 # Frees that became due where they are not allowed (a __del__ run by the
@@ -243,15 +281,11 @@ class _Unsupported:
     clear = pop = remove = insert = discard = __delitem__ = __setitem__ = _refuse
 
 
-def _handles_from(c: "Context", copy: Callable) -> list:
-    """The handles a kb_pending_waits-style copy(ctx, out, cap) lists now."""
+def _handles_from(c: "Context", copy: Callable[[], list]) -> list:
+    """The handles a Core listing (pending_waits, completed_handles) gives now."""
     with c._guard():
-        n = copy(c._ptr, None, 0)
-        if n == 0:
-            return []
-        arr = (_lib.kb_handle * n)()
-        n = min(n, copy(c._ptr, arr, n))
-    return [c._handle(i) for i in arr[:n]]
+        ids = copy()
+    return [c._handle(i) for i in ids]
 
 
 class PendingWaits(_Unsupported, collections.abc.Sequence):
@@ -263,13 +297,13 @@ class PendingWaits(_Unsupported, collections.abc.Sequence):
         self._ctx = ctx
 
     def _snapshot(self) -> list:
-        return _handles_from(self._ctx, lib.kb_pending_waits)
+        return _handles_from(self._ctx, self._ctx._core.pending_waits)
 
     def append(self, h) -> None:
         c = self._ctx
         i = c._id(h)
         with c._guard():
-            rc = lib.kb_enqueue_wait(c._ptr, i)
+            rc = c._core.enqueue_wait(i)
         if rc != 0:
             raise KbError(rc, "kb_enqueue_wait")
 
@@ -307,7 +341,7 @@ class PendingCollectives(PendingWaits):
 
     def _snapshot(self) -> list:
         c = self._ctx
-        return [(c._handle(e.handle), e.sip_id, c._metas.get(e.meta or 0)) for e in c._pending_collective_entries()]
+        return [(c._handle(i), sip_id, c._metas.get(token)) for i, sip_id, token in c._pending_collective_entries()]
 
     def append(self, entry) -> None:
         h, sip_id, meta = entry  # (TypeError or ValueError for anything but 3 items)
@@ -323,7 +357,7 @@ class PendingCollectives(PendingWaits):
             if rc is NotImplemented:  # the driver side, under the context's lock
                 i = c._id(h)
                 with c._guard():
-                    rc = lib.kb_collective_submit(c._ptr, i, operator.index(sip_id), token)
+                    rc = c._core.collective_submit(i, operator.index(sip_id), token)
         except BaseException:
             c._metas.pop(token, None)
             raise
@@ -354,7 +388,7 @@ class CompletedSet(_Unsupported, collections.abc.Set):
         if i is None:
             return False
         with c._guard():
-            rc = lib.kb_is_completed(c._ptr, i)
+            rc = c._core.is_completed(i)
         if rc < 0:
             raise KbError(rc, "kb_is_completed")
         return rc == 1
@@ -363,12 +397,12 @@ class CompletedSet(_Unsupported, collections.abc.Set):
         c = self._ctx
         i = c._id(h)
         with c._guard():
-            rc = lib.kb_complete(c._ptr, i)
+            rc = c._core.complete(i)
         if rc != 0:
             raise KbError(rc, "kb_complete")
 
     def _snapshot(self) -> list:
-        return _handles_from(self._ctx, lib.kb_completed_handles)
+        return _handles_from(self._ctx, self._ctx._core.completed_handles)
 
     def __iter__(self):
         return iter(self._snapshot())
@@ -470,14 +504,14 @@ class _Run:
         self.failures: dict[int, BaseException] = {}
         self.bind_error: BaseException | None = None
         self.raw_error: BaseException | None = None  # a BaseException from the abort hook
-        self.pc = c_void_p()
+        self.pc = 0  # the kb_process_context's address, 0 once freed
         self.done = False  # finished or freed: no rank runs any more
         self.outcome: BaseException | None = None  # what join raises once done
         self.joining = False
-        self.entry = _lib.RANK_FN(self._entry)  # referenced until the pc is freed
+        self.entry = self._entry  # referenced until the pc is freed
 
     # Runs on rank `r`'s thread, holding the baton (and, while in Python, the GIL).
-    def _entry(self, r: int, _arg) -> int:
+    def _entry(self, r: int) -> int:
         try:
             w = self.workers[r]
             _tls.worker = w
@@ -494,7 +528,7 @@ class _Run:
                 self.failures[r] = e
                 return _RC_FAILED
             except BaseException as e:
-                if lib.kb_cancelled():
+                if _accel.cancelled():
                     # the cancellation itself (SystemExit) or any other
                     # BaseException while being cancelled: the reference's
                     # cleanup loop swallows those, the rank is no error
@@ -512,7 +546,7 @@ class _Run:
                 w.dead = True
                 _tls.worker = None
                 _forget_python_thread(pythread)
-        except BaseException:  # pragma: no cover - nothing may escape into ctypes
+        except BaseException:  # pragma: no cover - nothing may escape into C
             return _RC_FAILED
 
     def free(self) -> None:
@@ -520,8 +554,8 @@ class _Run:
         cleanup runs), engine abort, clear both queues, join the threads."""
         with self.ctx._guard(blocking=True):
             if self.pc:
-                pc, self.pc = self.pc, c_void_p()
-                lib.kb_process_context_free(pc)
+                pc, self.pc = self.pc, 0
+                _accel.process_context_free(pc)
             self._finish()
 
     def cancel(self) -> None:
@@ -564,16 +598,14 @@ class _Run:
                     ms = _JOIN_SLICE_MS
                 else:
                     ms = int(max(0.0, min(deadline - time.monotonic(), _JOIN_SLICE_MS / 1000)) * 1000)
-                err = c_void_p()
-                rc = lib.kb_join(self.pc, ms, byref(err))
+                rc, report = _accel.join(self.pc, ms)  # the report read, and freed
                 if rc == 1:
                     self.free()
                     break
-                if rc == _lib.KB_ESPAWN:
+                if rc in _STOPS and report is not None:
                     try:
-                        exc, cause = self.ctx._spawn_error(self, err)
+                        exc, cause = self.ctx._spawn_error(self, report)
                     finally:
-                        lib.kb_spawn_error_free(err)
                         self.free()
                     if self.raw_error is not None:  # from the barrier reset
                         exc, cause = self.raw_error, None
@@ -618,7 +650,7 @@ class ProcessContext:
         run = self._run
         timeout = _timeout_arg(timeout)
         if not _may_drive():
-            raise KbError(_lib.KB_EPERM if lib.kb_rank() >= 0 else _lib.KB_EBUSY, "join")
+            raise KbError(_accel.KB_EPERM if _accel.rank() >= 0 else _accel.KB_EBUSY, "join")
         return run.join_slices(timeout)
 
     def close(self) -> None:
@@ -629,7 +661,7 @@ class ProcessContext:
         if run.joining:
             raise RuntimeError("kbthreads: cannot close a spawn while another thread joins it")
         if not _may_drive():
-            raise KbError(_lib.KB_EPERM if lib.kb_rank() >= 0 else _lib.KB_EBUSY, "close")
+            raise KbError(_accel.KB_EPERM if _accel.rank() >= 0 else _accel.KB_EBUSY, "close")
         run.cancel()
         if run.raw_error is not None:  # e.g. KeyboardInterrupt in the barrier reset
             raise run.raw_error
@@ -679,7 +711,7 @@ class _Guard:
         if getattr(_tls, "worker", None) is not None or _hook_depth() > 0:
             return
         if not self.ctx._lock.acquire(self.blocking):
-            raise KbError(_lib.KB_EBUSY, "the context is in use by another thread")
+            raise KbError(_accel.KB_EBUSY, "the context is in use by another thread")
         self.held = True
 
     def __exit__(self, *exc) -> bool:
@@ -717,7 +749,6 @@ class Context:
     """
 
     def __init__(self, engine: Any = None, distributed: Any = None, *, stack_size: int = 0):
-        self._ptr = c_void_p()
         self._h2id: dict = {}  # the handle tables (_accel.c: handle_id)
         self._id2h: dict = {}
         self._metas: dict = {}  # collective meta token -> meta
@@ -737,18 +768,13 @@ class Context:
         self.__colls = PendingCollectives(self)
         self.__completed = CompletedSet(self)
         self.engine = engine
-        # The C Core holds the handle ids and runs a rank's wait and the
-        # engine's wait hook (its engine self); it is kept alive in _hooks
-        # as long as the kb_ctx.
+        # The C Core owns the kb_ctx (its engine self, with the C hooks),
+        # holds the handle ids and runs a rank's wait and the engine's wait.
         overridden = type(self).wait is not Context.wait
         self._core = _accel.Core(self, self._h2id, self._id2h, self._metas, self._stash, overridden)
-        wait_cb = _lib.WAIT_HOOK(_accel.wait_hook_address())
-        self._hooks = (self._core, wait_cb, _lib.BIND_HOOK(self._bind_hook), _lib.ABORT_HOOK(self._abort_hook))
-        eng = _lib.Engine(c_void_p(id(self._core)), *self._hooks[1:])
-        rc = lib.kb_ctx_create(byref(eng), byref(self._ptr))
+        rc = self._core.create()
         if rc != 0:
             raise KbError(rc, "kb_ctx_create")
-        self._core.attach(self._ptr.value)
         if not overridden:
             # ctx.wait is then the C method itself, no Python frame (a
             # subclass that overrides wait keeps its own).
@@ -769,18 +795,14 @@ class Context:
         return self._core.handle(i)
 
     def _prune_metas(self) -> None:
-        live = {e.meta for e in self._pending_collective_entries()}
+        live = {token for _i, _sip, token in self._pending_collective_entries()}
         for t in [t for t in self._metas if t not in live]:
             del self._metas[t]
 
-    def _pending_collective_entries(self) -> list:
+    def _pending_collective_entries(self) -> list[tuple[int, int, int]]:
+        """The pending collectives as (id, sip_id, meta token or 0), FIFO."""
         with self._guard():
-            n = lib.kb_pending_collectives(self._ptr, None, 0)
-            if n == 0:
-                return []
-            arr = (_lib.Collective * n)()
-            n = min(n, lib.kb_pending_collectives(self._ptr, arr, n))
-        return list(arr[:n])
+            return self._core.pending_collectives()
 
     # ---- the context pieces ----------------------------------------------------
     @property
@@ -826,10 +848,7 @@ class Context:
     def _driver_wait(self, i: int) -> None:
         """ctx.wait off a rank, for handle id i: under the context's lock."""
         with self._guard():
-            if lib.kb_is_completed(self._ptr, i) == 1:
-                return
-            rc = lib.kb_wait(self._ptr, i)
-        self._core.check(rc, "wait")
+            self._core.driver_wait(i)
 
     def yield_(self) -> None:
         """Worker-side bare yield (see kbthreads.yield_)."""
@@ -840,37 +859,37 @@ class Context:
         barrier()
 
     # ---- engine hooks (driver thread, holding the baton; the wait hook is _accel.c's)
-    def _bind_hook(self, _self, _ctx, r: int) -> None:
+    def _bind_hook(self, r: int) -> None:
+        """kb_engine.bind (driver thread; _accel counts it as a hook)."""
         try:
-            with _in_hook:
-                run = self._starting
-                if run is None or run.bind_error is not None:
-                    return
-                dist = self.distributed
-                if dist is not None and hasattr(dist, "_bind_rank"):
-                    try:
-                        dist._bind_rank(run.workers[r], r)
-                    except BaseException as e:
-                        run.bind_error = e  # later ranks are not bound (the reference stops)
+            run = self._starting
+            if run is None or run.bind_error is not None:
+                return
+            dist = self.distributed
+            if dist is not None and hasattr(dist, "_bind_rank"):
+                try:
+                    dist._bind_rank(run.workers[r], r)
+                except BaseException as e:
+                    run.bind_error = e  # later ranks are not bound (the reference stops)
         except BaseException:  # pragma: no cover
             pass
 
-    def _abort_hook(self, _self, _ctx) -> None:
+    def _abort_hook(self) -> None:
+        """kb_engine.abort (driver thread; _accel counts it as a hook)."""
         try:
-            with _in_hook:
-                if self._suppress_abort:
-                    return
-                backend = getattr(self.distributed, "_backend", None)
-                if backend is not None:
-                    if hasattr(backend, "_barrier") and hasattr(backend._barrier, "reset"):
-                        try:
-                            backend._barrier.reset()
-                        except Exception:
-                            pass
-                        except BaseException as e:
-                            run = self._run
-                            if run is not None and run.raw_error is None:
-                                run.raw_error = e
+            if self._suppress_abort:
+                return
+            backend = getattr(self.distributed, "_backend", None)
+            if backend is not None:
+                if hasattr(backend, "_barrier") and hasattr(backend._barrier, "reset"):
+                    try:
+                        backend._barrier.reset()
+                    except Exception:
+                        pass
+                    except BaseException as e:
+                        run = self._run
+                        if run is not None and run.raw_error is None:
+                            run.raw_error = e
         except BaseException:  # pragma: no cover
             pass
 
@@ -880,22 +899,23 @@ class Context:
             raise TypeError(f"spawn: fn must be callable, not {type(fn).__name__}")
         args = _args_arg(args)
         nprocs = _size_arg(nprocs, "spawn: nprocs")
-        if lib.kb_rank() >= 0:
-            raise KbError(_lib.KB_EPERM, "spawn (called from a rank)")
+        if _accel.rank() >= 0:
+            raise KbError(_accel.KB_EPERM, "spawn (called from a rank)")
         if _hook_depth() > 0:
-            raise KbError(_lib.KB_EBUSY, "spawn (called from an engine hook)")
+            raise KbError(_accel.KB_EBUSY, "spawn (called from an engine hook)")
         _run_deferred()
         with self._guard():
             if self._run is not None and not self._run.done:
-                raise KbError(_lib.KB_EBUSY, "spawn (a spawn started with join=False is still live)")
+                raise KbError(_accel.KB_EBUSY, "spawn (a spawn started with join=False is still live)")
             self._adopt_backend()
             run = _Run(self, fn, args, nprocs)
-            opts = _lib.SpawnOpts(stack_size=self._stack_size, cancel_mode=_lib.KB_CANCEL_RETURN)
             self._starting = run
             try:
-                rc = lib.kb_start(self._ptr, run.entry, None, nprocs, byref(opts), byref(run.pc))
+                rc, run.pc = self._core.start(run.entry, nprocs, self._stack_size)
             finally:
                 self._starting = None
+            if rc == _accel.KB_EDIVERGED:  # before any rank ran: no report
+                raise SpawnDiverged(_REPLAY_MISMATCH, [])
             if rc != 0:
                 raise KbError(rc, "spawn")
             self._run = run
@@ -914,30 +934,31 @@ class Context:
                 finally:
                     self._suppress_abort = False
                 for h in waits:
-                    lib.kb_enqueue_wait(self._ptr, self._id(h))
-                for e in colls:
-                    lib.kb_collective_submit(self._ptr, e.handle, e.sip_id, e.meta)
+                    self._core.enqueue_wait(self._id(h))
+                for i, sip_id, token in colls:
+                    self._core.collective_submit(i, sip_id, token)
             raise run.bind_error
         return run
 
-    def _spawn_error(self, run: _Run, err: c_void_p):
-        """The exception a failed spawn raises, and its __cause__."""
-        recorded = []
-        for i in range(lib.kb_spawn_error_count(err)):
-            e = lib.kb_spawn_error_get(err, i).contents
-            exc = run.failures.get(e.rank)
-            if exc is None:
-                exc = RankFailure(e.code, (e.message or b"").decode("utf-8", "replace"))
-            recorded.append((e.rank, exc))
+    def _spawn_error(self, run: _Run, report: tuple) -> tuple[BaseException, BaseException | None]:
+        """The exception a failed spawn raises, and its __cause__, from
+        _accel.join's report (code, message, ranks, drain_code,
+        drain_handle, live, turn)."""
+        code, message, ranks, drain_code, drain_id, live, turn = report
+        recorded = [(r, run.failures.get(r) or RankFailure(c, m)) for r, c, m in ranks]
+        if code != _accel.KB_ESPAWN:  # the library stopped ranks still live
+            where = [LiveRank(r, _WHERE.get(w, str(w)), self._handle(h) if w == _accel.KB_AT_WAIT else None)
+                     for r, w, h in live]
+            kind = SpawnTimeout if code == _accel.KB_ETIMEDOUT else SpawnDiverged
+            return kind(message, where, dict(recorded), turn), None
         drain_exc = drain_h = drain_phase = None
-        code = lib.kb_spawn_error_drain_code(err)
-        if code != 0:
-            stashed = self._stash.pop(code, None)
+        if drain_code != 0:
+            stashed = self._stash.pop(drain_code, None)
             if stashed is not None:
                 drain_exc, drain_h, origin = stashed
             else:  # pragma: no cover - only our hook returns nonzero
-                drain_exc, drain_h, origin = KbError(code), self._handle(lib.kb_spawn_error_drain_handle(err)), -1
-            drain_phase = "pending collective" if origin == _lib.KB_WAIT_COLLECTIVE else "pending worker wait"
+                drain_exc, drain_h, origin = KbError(drain_code), self._handle(drain_id), -1
+            drain_phase = "pending collective" if origin == _accel.KB_WAIT_COLLECTIVE else "pending worker wait"
         first = drain_exc if drain_exc is not None else (recorded[0][1] if recorded else None)
         if first is not None and not isinstance(first, Exception):
             # KeyboardInterrupt, SystemExit (not a cancellation), ...: the
@@ -966,22 +987,20 @@ class Context:
         """Cancel a live spawn (if any) and destroy the kb_ctx, which ends the
         rank threads it keeps parked for its next spawn. Idempotent; also done
         when the context is garbage-collected."""
-        if not self._ptr:
+        if not self._core.alive():
             return
         if not _may_drive():
-            raise KbError(_lib.KB_EPERM if lib.kb_rank() >= 0 else _lib.KB_EBUSY, "close")
+            raise KbError(_accel.KB_EPERM if _accel.rank() >= 0 else _accel.KB_EBUSY, "close")
         with self._guard(blocking=True):
             if self._run is not None and not self._run.done:
                 self._run.cancel()
-            ptr, self._ptr = self._ptr, c_void_p()
-            rc = lib.kb_ctx_destroy(ptr)
+            rc = self._core.destroy()
             if rc != 0:
-                self._ptr = ptr
                 raise KbError(rc, "kb_ctx_destroy")
-            self._core.attach(0)
 
     def __del__(self):
-        if not getattr(self, "_ptr", None):
+        core = getattr(self, "_core", None)
+        if core is None or not core.alive():
             return
         run = self._run
         if run is not None and run.joining:
@@ -992,13 +1011,10 @@ class Context:
             except Exception:
                 pass
         else:
-            hooks = self._hooks  # keep the callbacks alive until then
-            ptr, self._ptr = self._ptr, c_void_p()
-
-            def later(run=run, ptr=ptr, hooks=hooks):
+            def later(run=run, core=core):  # core: the kb_ctx's engine self, alive until then
                 if run is not None:
                     run.cancel()
-                lib.kb_ctx_destroy(ptr)
+                core.destroy()
 
             _defer(later)
 
