@@ -62,25 +62,17 @@ def _load_accel() -> ModuleType:
 accel = _load_accel()
 
 
-def strerror(code: int) -> str:
-    return accel.strerror(code)
-
-
 def version() -> str:
+    """The loaded library's version, "major.minor.patch"."""
     return accel.version()
 
 
-class KbError(RuntimeError):
-    """A libkbthreads call failed with a KB_E* code (a negative errno value)."""
-
-    def __init__(self, code: int, what: str = ""):
-        self.code = code
-        text = strerror(code)
-        super().__init__(f"{what}: {text} ({code})" if what else f"{text} ({code})")
+def accelerated() -> bool:
+    """True: kept for programs written when the compiled part was optional.
+    Every installation has kbthreads._accel, the binding's only way into
+    the library, so this can only be true."""
+    return True
 
 
 if int(version().split(".")[0]) != ABI_MAJOR:  # pragma: no cover - a wrong library
     raise ImportError(f"kbthreads: libkbthreads {version()} loaded, this binding needs {ABI_MAJOR}.x")
-
-
-accel.init(KbError)
