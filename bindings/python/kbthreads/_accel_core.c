@@ -93,7 +93,7 @@ static PyObject *core_driver_wait(Core *c, PyObject *i)
 }
 
 /* Core.submit(h, sip_id, token): a rank's kb_collective_submit(ctx,
- * id(h), sip_id, token as meta), token an int or None (_core.py keeps the
+ * id(h), sip_id, token as meta), token an int or None (_containers.py keeps the
  * Python meta under it). 0 or a KB_E* code; NotImplemented off a rank
  * (the caller takes the driver path, with its lock), once sip_id passed
  * its checks. */
