@@ -5,8 +5,8 @@ A drop-in, thread-backed replacement for the greenlet ``spawn`` namespace:
 ``spawn(fn, args=(), nprocs=1, join=True)`` runs ``fn(rank, *args)`` for every
 rank on its own OS thread (named ``kb-rank-N``), one at a time in round-robin
 order, with the pending-queue drain after every round and sibling cleanup on
-failure, all done by libkbthreads, which the package carries in its compiled
-part, kbthreads._accel (see _lib.py for which copy is loaded).
+failure, all done by libkbthreads, which the package reaches only through its
+compiled part, kbthreads._accel (_loader.py says which copy is loaded).
 
     import kbthreads
 
@@ -16,26 +16,33 @@ part, kbthreads._accel (see _lib.py for which copy is loaded).
             kbthreads.yield_()
 
     kbthreads.spawn(rank_main, args=(3,), nprocs=4)
+
+The modules, one concern each (bindings/python/README.md has the map):
+_errors (the exceptions), _rank (a rank's object, where am I), _suspend
+(yield_, barrier), _containers (the queues and the completed set), _context
+(Context and its spawn namespace), _spawn and _run (a spawn, its process
+context, joining), _default (the default context, the exit hook), _loader
+(the compiled part), _driving, _args, _threads (internal helpers).
 """
-from ._core import (
-    Context,
-    MultiprocessingNamespace,
-    ProcessContext,
+from __future__ import annotations
+
+from ._containers import CompletedSet, PendingCollectives, PendingWaits
+from ._context import Context, MultiprocessingNamespace
+from ._default import default_context, spawn
+from ._errors import (
+    KbError,
+    KbthreadsError,
+    LiveRank,
     RankFailure,
+    SpawnDiverged,
     SpawnException,
-    Worker,
-    accelerated,
-    barrier,
-    cancelled,
-    default_context,
-    getcurrent,
-    rank,
-    spawn,
-    world_size,
-    yield_,
+    SpawnStopped,
+    SpawnTimeout,
 )
-from ._core import CompletedSet, PendingCollectives, PendingWaits
-from ._lib import KbError, version
+from ._loader import accelerated, version
+from ._rank import Rank, Worker, cancelled, getcurrent, rank, world_size
+from ._spawn import ProcessContext
+from ._suspend import barrier, yield_
 
 _MultiprocessingNamespace = MultiprocessingNamespace  # the reference's name
 
@@ -45,12 +52,18 @@ __all__ = [
     "CompletedSet",
     "Context",
     "KbError",
+    "KbthreadsError",
+    "LiveRank",
     "MultiprocessingNamespace",
     "PendingCollectives",
     "PendingWaits",
     "ProcessContext",
+    "Rank",
     "RankFailure",
+    "SpawnDiverged",
     "SpawnException",
+    "SpawnStopped",
+    "SpawnTimeout",
     "Worker",
     "accelerated",
     "barrier",

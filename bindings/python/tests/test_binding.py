@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The binding's own API: loading, the C declarations, handles, the queue and
+"""The binding's own API: loading, the header's constants, handles, the queue and
 completed-set containers, errors, join=False, threads, the GIL, Ctrl-C."""
-import ctypes
 import gc
 import os
 import re
@@ -13,7 +12,9 @@ import pytest
 
 import kbfake
 import kbthreads
-from kbthreads import _lib
+from kbthreads import _loader
+
+accel = _loader.accel  # the compiled part, the binding's one way into the library
 
 HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "include", "kbthreads.h")
 
@@ -26,7 +27,7 @@ alive = kbfake.alive
 
 
 # ---------------------------------------------------------------------------
-# loading and the C declarations
+# loading and the header's constants
 # ---------------------------------------------------------------------------
 def _mapped_libkbthreads() -> list:
     """The libkbthreads.so files mapped into this process."""
@@ -36,12 +37,9 @@ def _mapped_libkbthreads() -> list:
 
 
 def test_the_library_is_the_one_the_compiled_part_carries():
-    """ctypes loads kbthreads._accel's file: the library the compiled part
-    is linked with (KBTHREADS_LIBRARY's, in a CMake build tree) or, in a
-    pip-built package, compiled into it (no libkbthreads.so mapped)."""
-    lib = _lib.lib
-    assert type(lib) is ctypes.CDLL  # not PyDLL: every call releases the GIL
-    assert lib._name == _lib.accel.__file__
+    """The library the compiled part is linked with (KBTHREADS_LIBRARY's, in
+    a CMake build tree) or, in a pip-built package, compiled into it (no
+    libkbthreads.so mapped)."""
     library = os.environ.get("KBTHREADS_LIBRARY")
     want = [os.path.realpath(library)] if library else []
     assert _mapped_libkbthreads() == want
@@ -50,7 +48,7 @@ def test_the_library_is_the_one_the_compiled_part_carries():
 
 
 def test_the_suspension_points_are_the_compiled_parts():
-    assert kbthreads.yield_ is _lib.accel.yield_ and kbthreads.barrier is _lib.accel.barrier
+    assert kbthreads.yield_ is accel.yield_ and kbthreads.barrier is accel.barrier
     assert kbthreads.accelerated() is True
 
 
@@ -77,47 +75,39 @@ def test_a_library_outside_a_build_tree_is_an_import_error(tmp_path):
     assert out.returncode != 0 and "names no CMake build tree" in out.stderr, out.stderr
 
 
-def _header_struct(text, name):
-    m = re.search(r"typedef struct %s \{(.*?)\} %s;" % (name, name), text, re.S)
-    assert m, name
-    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
-    fields = []
-    for decl in body.split(";"):
-        decl = decl.strip()
-        if not decl:
-            continue
-        fp = re.search(r"\(\*\s*(\w+)\)", decl)
-        fields.append(fp.group(1) if fp else re.findall(r"\w+", decl)[-1])
-    return fields
+def _header_constants(text: str) -> dict:
+    """#define KB_E... / KB_FEATURE_... values and enum KB_... = n entries
+    of the header, as the C compiler sees them (errno names resolved)."""
+    import errno
+
+    out = {}
+    for name, value in re.findall(r"#define (KB_E[A-Z]+)\s+\((-\w+)\)", text):
+        out[name] = -getattr(errno, value[1:]) if value[1:].startswith("E") else int(value)
+    for name, value in re.findall(r"#define (KB_FEATURE_[A-Z_]+) (0x[0-9a-f]+)u", text):
+        out[name] = int(value, 16)
+    for name, value in re.findall(r"\b(KB_(?:WAIT|CANCEL|AT)_[A-Z]+) = (\d+)", text):
+        out[name] = int(value)
+    return out
 
 
 @pytest.mark.skipif(not os.path.exists(HEADER), reason="include/kbthreads.h not beside this package")
-def test_ctypes_declarations_match_the_header():
-    text = open(HEADER).read()
-    assert [f for f, *_ in _lib.Engine._fields_] == _header_struct(text, "kb_engine")
-    assert [f for f, *_ in _lib.Collective._fields_] == _header_struct(text, "kb_collective")
-    assert [f for f, *_ in _lib.RankError._fields_] == _header_struct(text, "kb_rank_error")
-    opts = _header_struct(text, "kb_spawn_opts")
-    assert opts[:2] == ["stack_size", "cancel_mode"]
-    # every later field (each at most 8 bytes) lies in the zeroed tail
-    assert 16 + 8 * (len(opts) - 2) <= ctypes.sizeof(_lib.SpawnOpts)
-    for name, value in [("KB_ESPAWN", -10000), ("KB_EEXITED", -10001)]:
-        assert re.search(r"#define %s[\s\\]*\(%d\)" % (name, value), text), name
-    for name, value in [
-        ("KB_WAIT_QUEUED", 0), ("KB_WAIT_COLLECTIVE", 1), ("KB_WAIT_DRIVER", 2),
-        ("KB_CANCEL_UNWIND", 0), ("KB_CANCEL_RETURN", 1),
-    ]:
-        assert re.search(r"\b%s = %d\b" % (name, value), text), name
-        assert getattr(_lib, name) == value
-    assert "#define KB_ECANCELED (-ECANCELED)" in text
-    sigs = {
-        "kb_wait": "int kb_wait(kb_ctx *ctx, kb_handle h);",
-        "kb_yield": "int kb_yield(void);",
-        "kb_join": "int kb_join(kb_process_context *pc, long timeout_ms, kb_spawn_error **err);",
-        "kb_rank_fn": "typedef int (*kb_rank_fn)(int rank, void *arg);",
-    }
-    for sig in sigs.values():
-        assert sig in text, sig
+def test_the_extension_exports_the_headers_constants():
+    want = _header_constants(open(HEADER).read())
+    assert {"KB_ETIMEDOUT", "KB_EDIVERGED", "KB_ENOTSUP", "KB_WAIT_DRIVER", "KB_AT_BARRIER"} <= set(want)
+    assert {name: getattr(accel, name, None) for name in want} == want
+    codes = {name: v for name, v in want.items() if name.startswith("KB_E")}
+    assert accel.errorcode == {v: name for name, v in codes.items()}
+
+
+def test_the_package_imports_no_ctypes():
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(kbthreads.__path__[0]))
+    code = ("import sys, kbthreads, kbthreads.multiprocessing; "
+            "kbthreads.spawn(lambda r: kbthreads.yield_(), nprocs=2); print('ctypes' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
 
 
 # ---------------------------------------------------------------------------
@@ -140,7 +130,7 @@ def test_module_level_spawn_runs_every_rank_in_round_robin_order():
 def library_names_threads() -> bool:
     """kb_features() has KB_FEATURE_THREAD_NAMES (0x2): not in a
     KB_PORTABLE=ON build, whose rank threads keep the name they inherit."""
-    return bool(kbthreads._lib.lib.kb_features() & 0x2)
+    return bool(accel.features() & accel.KB_FEATURE_THREAD_NAMES)
 
 
 def test_every_rank_is_its_own_thread_named_kb_rank_n():
@@ -215,7 +205,7 @@ def test_calls_in_the_wrong_place():
             errors.append(e.code)
 
     kbthreads.spawn(fn)
-    assert errors == [_lib.KB_EPERM]
+    assert errors == [accel.KB_EPERM]
 
     class Engine:
         def wait(self, h):
@@ -226,14 +216,14 @@ def test_calls_in_the_wrong_place():
 
     ctx = kbthreads.Context(Engine())
     ctx.wait("x")
-    assert errors == [_lib.KB_EPERM, _lib.KB_EBUSY]
+    assert errors == [accel.KB_EPERM, accel.KB_EBUSY]
     ctx.close()
 
 
 def test_stack_size():
     with pytest.raises(kbthreads.KbError) as ei:
         kbthreads.Context(stack_size=1024).multiprocessing.spawn(lambda r: None)
-    assert ei.value.code == _lib.KB_EINVAL
+    assert ei.value.code == accel.KB_EINVAL
 
     def deep(n):
         return 0 if n == 0 else 1 + deep(n - 1)
@@ -273,7 +263,7 @@ def test_spawn_exception_holds_the_original_objects(capfd):
     assert e.__cause__ is raised[1]
     assert e.drain_error is None
     out, err = capfd.readouterr()
-    assert err == ""  # nothing escaped into ctypes ("Exception ignored in ...")
+    assert err == ""  # nothing escaped into C ("Exception ignored in ...")
 
 
 def test_spawn_exception_message_format():
@@ -550,7 +540,7 @@ def test_join_false_returns_a_process_context():
     assert [w.rank for w in pc.workers] == [0, 1]
     with pytest.raises(kbthreads.KbError) as ei:  # the ctx is busy while the spawn lives
         ctx.multiprocessing.spawn(fn)
-    assert ei.value.code == _lib.KB_EBUSY
+    assert ei.value.code == accel.KB_EBUSY
     assert pc.join(timeout=0) is False and out == [(0, 0), (1, 0)]
     assert pc.join() is True and len(out) == 6
     assert pc.join() is True and pc.join(timeout=0) is True
@@ -685,7 +675,7 @@ def test_a_spawning_context_is_busy_to_other_threads():
     ctx.multiprocessing.spawn(fn, nprocs=2)
     stop.set()
     t.join()
-    assert codes and set(codes) == {_lib.KB_EBUSY}
+    assert codes and set(codes) == {accel.KB_EBUSY}
     # join=False: between two join() calls the context is idle, any thread may use it
     pc = ctx.multiprocessing.spawn(fn, nprocs=1, join=False)
     pc.join(timeout=0)

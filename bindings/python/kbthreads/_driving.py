@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: MIT
+"""Who may drive a context: the driver-side lock (_Guard), where freeing a
+process context or destroying a ctx is allowed (_may_drive), and the frees
+deferred until then."""
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Callable
+
+from ._errors import KbError
+from ._loader import accel
+from ._rank import _tls
+
+if TYPE_CHECKING:
+    from ._context import Context
+
+_hook_depth: Callable[[], int] = accel.hook_depth  # the binding's engine hooks running on this thread
+
+
+def _may_drive() -> bool:
+    """False on a rank thread or inside an engine hook, where freeing a
+    process context or destroying a ctx is not allowed."""
+    return accel.rank() < 0 and _hook_depth() == 0
+
+
+# Frees that became due where they are not allowed (a __del__ run by the
+# garbage collector on a rank thread or inside a hook): done at the next
+# safe point.
+_deferred: list[Callable[[], None]] = []
+_deferred_lock = threading.Lock()
+
+
+def _defer(fn: Callable[[], None]) -> None:
+    with _deferred_lock:
+        _deferred.append(fn)
+
+
+def _run_deferred() -> None:
+    if not _deferred or not _may_drive():
+        return
+    with _deferred_lock:
+        todo = _deferred[:]
+        del _deferred[:]
+    for fn in todo:
+        fn()
+
+
+class _Guard:
+    """`with ctx._guard():` around driver-side library calls (see Context._lock).
+    A rank or an engine hook passes through (it holds the baton); another
+    thread finds the context busy: KbError(EBUSY), as the library says."""
+
+    __slots__ = ("ctx", "blocking", "held")
+
+    def __init__(self, ctx: "Context", blocking: bool):
+        self.ctx = ctx
+        self.blocking = blocking
+        self.held = False
+
+    def __enter__(self) -> None:
+        if getattr(_tls, "current", None) is not None or _hook_depth() > 0:
+            return
+        if not self.ctx._lock.acquire(self.blocking):
+            raise KbError(accel.KB_EBUSY, "the context is in use by another thread")
+        self.held = True
+
+    def __exit__(self, *exc) -> bool:
+        if self.held:
+            self.held = False
+            self.ctx._lock.release()
+        return False
+
