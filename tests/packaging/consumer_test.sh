@@ -31,7 +31,7 @@ install_tree() {
         site=$(dirname "$(find "$prefix" -path '*/kbthreads/__init__.py' | head -n 1)")
         got=$(cd "$tmp" && env -u KBTHREADS_LIBRARY -u KBTHREADS_ACCEL -u LD_LIBRARY_PATH \
               PYTHONPATH="$(dirname "$site")" /usr/bin/python3 -c \
-              'import kbthreads, kbthreads._lib as l; kbthreads.spawn(lambda r: kbthreads.yield_(), nprocs=2)
+              'import kbthreads; kbthreads.spawn(lambda r: kbthreads.yield_(), nprocs=2)
 print([p for p in open("/proc/self/maps").read().split() if "libkbthreads.so" in p][0])')
         case "$got" in "$prefix"/*) ;; *) echo "installed kbthreads: loaded '$got', not $prefix's library"; exit 1 ;; esac
     fi
