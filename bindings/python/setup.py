@@ -88,7 +88,7 @@ class BuildExt(build_ext):
 
     def build_extension(self, ext: Extension) -> None:
         build = os.path.join(WORK, "cmake")
-        jobs = str(self.parallel or os.cpu_count() or 1)
+        jobs = str(self.parallel if type(self.parallel) is int and self.parallel > 0 else os.cpu_count() or 1)
         subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DKB_PYTHON_WHEEL=ON", "-DKB_PYTHON3=" + sys.executable],
                        check=True)
         subprocess.run(["cmake", "--build", build, "--target", "kbthreads_pyaccel", "-j", jobs], check=True)
