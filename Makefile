@@ -37,6 +37,8 @@ help:
 	@echo "make fuzz       the libFuzzer entry point for FUZZ_TIME seconds"
 	@echo "make bench      every benchmark, optimised, side by side with floors and peers (minutes)"
 	@echo "make bench-report  make bench, then docs/benchmarks.md and its plots"
+	@echo "make test-python PY=/path/to/python3.X   the binding built and its suite run on that CPython;"
+	@echo "                make test-pythons: on every CPython found from 3.10 up (part of make test)"
 	@echo "make docs       API reference (HTML, man) in $(BUILD)/docs, Doxygen warnings as errors"
 	@echo "make install    install under PREFIX (default /usr/local)"
 	@echo "make format-check / make format   clang-format check / rewrite"
@@ -59,6 +61,8 @@ deps:
 	  fi; \
 	fi
 
+# Debian's pytest on CPython 3.10 (make test-pythons; 3.11 has it built in).
+DEB_PACKAGES += python3-exceptiongroup
 # gdb's py-bt, which the Python binding's gdb test needs (it skips without it).
 DEB_PACKAGES += python3-dbg
 # The explorer's Slurm test (tests/explore/test_explore_slurm.py) brings up a
@@ -100,6 +104,7 @@ test: build format-check docs
 	$(MAKE) test-release
 	$(MAKE) test-condvar test-portable
 	$(MAKE) bench-smoke
+	$(MAKE) test-pythons
 
 # The other baton and the portable fallbacks (docs/design.md): the suite and
 # its memcheck pass, each in its own build folder. (Helgrind, DRD, TSan and
@@ -143,3 +148,6 @@ include bench/bench.mk
 
 # make test-release / test-build-types
 include tests/build-types.mk
+
+# make test-python PY=... / test-pythons
+include bindings/python/python.mk

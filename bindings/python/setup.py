@@ -1,27 +1,37 @@
 # SPDX-License-Identifier: MIT
-"""Builds kbthreads._accel, the package's compiled part: the binding's hot
-paths (kbthreads/_accel.c) and libkbthreads itself, compiled from its C
-sources into the same extension module, with Concurrency Kit linked
-statically (libck.a). The installed package needs no libkbthreads on the
-system and no environment variable. Everything else is in pyproject.toml.
+"""Builds kbthreads._accel, the package's compiled part, with the project's
+own CMake build: configured with KB_PYTHON_WHEEL=ON for the interpreter
+running this file, it links the extension (kbthreads/_accel.c) with the
+static, position-independent libkbthreads and libck.a (Concurrency Kit),
+so the installed package needs no libkbthreads on the system and no
+environment variable. The list of C files and the feature checks are
+CMake's alone (src/CMakeLists.txt, bindings/python/CMakeLists.txt).
+Everything else is in pyproject.toml.
 
-Where the library's sources come from: the repository around this folder
-(../../src, ../../include, ../../gdb, ../../tools) or, in an sdist, the
-copy of them this file put in _vendor/ (see SDist below). The list of C
-files and the version are read from the library's own build files
-(src/CMakeLists.txt's KB_SOURCES, include/kbthreads.h's KB_VERSION_*), so
-they are written once.
+Where CMake's sources come from: the repository around this folder or, in
+an sdist, the copy of them this file put in _vendor/ (SDist below).
+
+Nothing is written into the source folder: the build (CMake's included)
+and the egg-info live in a temporary folder, so a wheel built from a
+checkout leaves nothing that the source tree's tests could take for an
+installed package.
 
 Build requirements (Debian 12 names, for an offline build with
-pip --no-build-isolation or python3 -m build --no-isolation): a C compiler
-(gcc), python3-dev, libck-dev (libck.a), python3-setuptools, python3-wheel
-and, for python3 -m build, python3-build.
+pip --no-build-isolation or python3 -m build --no-isolation): cmake,
+pkg-config, a C compiler (gcc), python3-dev, libck-dev (libck.a),
+python3-setuptools, python3-wheel and, for python3 -m build, python3-build.
 """
+from __future__ import annotations
+
+import atexit
+import glob
 import os
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
+import tempfile
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -30,24 +40,31 @@ from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VENDOR = "_vendor"
-# What an sdist carries from the repository (folder: file name patterns).
-VENDORED = {"src": r".*\.(c|h|map)$|^CMakeLists\.txt$", "include": r"^kbthreads\.h$",
-            "gdb": r"^kbthreads_gdb\.py$", "tools": r"^kbthreads-dump$"}
+
+# What the wheel carries besides kbthreads/ and its compiled part: (path in
+# the repository, and so in _vendor/, -> path in the wheel). A folder's
+# *.py files go, subfolders included, as a package.
+PACKAGED = [
+    ("gdb/kbthreads_gdb.py", "kbthreads/kbthreads_gdb.py"),
+    ("tools/kbthreads-dump", "kbthreads/_dump.py"),
+]
+# What CMake's KB_PYTHON_WHEEL build reads (folder: file name pattern); the
+# sdist carries these and PACKAGED's sources.
+CMAKE_INPUTS = {".": r"^CMakeLists\.txt$", "cmake": r"", "src": r"", "include": r"", "gdb": r"",
+                "bindings/python": r"^CMakeLists\.txt$", "bindings/python/kbthreads": r"\.c$"}
 
 
 def _root() -> str:
-    """The folder holding src/, include/, gdb/ and tools/."""
-    vendored = os.path.join(HERE, VENDOR)  # (first: an unpacked sdist may lie anywhere)
-    if os.path.exists(os.path.join(vendored, "src", "kbthreads.map")):
-        return vendored
-    repo = os.path.normpath(os.path.join(HERE, "..", ".."))
-    if os.path.exists(os.path.join(repo, "src", "kbthreads.map")):
-        return repo
-    sys.exit("kbthreads setup.py: the library's sources are neither in ../../src (a checkout) "
-             "nor in _vendor/src (an sdist)")
+    """The folder holding the project's CMakeLists.txt, src/ and the rest."""
+    for root in (os.path.join(HERE, VENDOR), os.path.join(HERE, "..", "..")):  # (an sdist may lie anywhere)
+        if os.path.exists(os.path.join(root, "src", "kbthreads.map")):
+            return os.path.normpath(root)
+    sys.exit("kbthreads setup.py: the project's sources are neither in ../.. (a checkout) nor in _vendor (an sdist)")
 
 
 ROOT = _root()
+WORK = tempfile.mkdtemp(prefix="kbthreads-build-")  # build/, egg-info: out of the source tree
+atexit.register(shutil.rmtree, WORK, True)
 
 
 def _version() -> str:
@@ -56,104 +73,64 @@ def _version() -> str:
     return "%s.%s.%s" % (parts["MAJOR"], parts["MINOR"], parts["PATCH"])
 
 
-def _library_sources() -> list:
-    """src/CMakeLists.txt's KB_SOURCES, plus the files the library's build
-    picks by default: the baton (futex on Linux, condvar elsewhere) and the
-    system calls of src/system.h (the Linux files on Linux, matching
-    _feature_macros; the POSIX fallbacks elsewhere)."""
-    with open(os.path.join(ROOT, "src", "CMakeLists.txt")) as f:
-        m = re.search(r"set\(KB_SOURCES\s+([^)]*)\)", f.read())
-    if not m:
-        sys.exit("kbthreads setup.py: no set(KB_SOURCES ...) in src/CMakeLists.txt")
-    names = m.group(1).split()
-    if sys.platform.startswith("linux"):
-        names += ["baton_futex.c", "system_linux.c", "system_backtrace_execinfo.c"]
-    else:
-        names += ["baton_condvar.c", "system_posix.c", "system_backtrace_none.c"]
-    return [os.path.join(ROOT, "src", n) for n in names]
-
-
-def _feature_macros() -> list:
-    """src/CMakeLists.txt's KB_HAVE_* checks, answered for the platforms a
-    wheel is built on (glibc Linux has them all); elsewhere the library's
-    POSIX fallbacks and the condvar baton."""
-    if not sys.platform.startswith("linux"):
-        return [("KB_BATON_CONDVAR", None)]
-    have = ["BACKTRACE", "STRERRORDESC_NP", "CONDATTR_SETCLOCK", "AFFINITY", "GDB_SECTION", "SETNAME", "GETTID"]
-    return [("KB_HAVE_" + f, None) for f in have]
-
-
-def _libck_archive() -> str:
-    """libck.a (Debian: libck-dev), linked in whole so the package needs no libck.so."""
-    dirs = []
-    try:
-        out = subprocess.run(["pkg-config", "--variable=libdir", "ck"], capture_output=True, text=True)
-        if out.returncode == 0 and out.stdout.strip():
-            dirs.append(out.stdout.strip())
-    except OSError:
-        pass
-    multiarch = getattr(sys.implementation, "_multiarch", "")
-    dirs += ["/usr/lib/" + multiarch if multiarch else "/usr/lib", "/usr/local/lib", "/usr/lib"]
-    for d in dirs:
-        path = os.path.join(d, "libck.a")
-        if os.path.exists(path):
-            return path
-    sys.exit("kbthreads setup.py: libck.a (Concurrency Kit's static library) not found in %s "
-             "(Debian package: libck-dev)" % ", ".join(dirs))
-
-
-def _extension() -> Extension:
-    script = os.path.join(ROOT, "gdb", "kbthreads_gdb.py")
-    return Extension(
-        "kbthreads._accel",
-        # the library's sources are added by BuildExt (absolute paths, so
-        # that their objects stay in the build folder and the sdist does not
-        # list them: it carries them in _vendor/)
-        sources=["kbthreads/_accel.c", "kbthreads/_gdb_section.c"],
-        include_dirs=[os.path.join(ROOT, "include"), os.path.join(ROOT, "src")],
-        define_macros=[("_GNU_SOURCE", None), ("KB_BUILDING_LIBRARY", None),
-                       ("KB_GDB_SCRIPT", '"%s"' % script.replace("\\", "\\\\").replace('"', '\\"'))]
-        + _feature_macros(),
-        extra_compile_args=["-std=c11", "-fvisibility=hidden", "-funwind-tables", "-pthread"],
-        # libck's symbols stay inside the module; -Bsymbolic binds the
-        # library's own calls to this copy even when another libkbthreads
-        # was loaded into the process first.
-        extra_link_args=[_libck_archive(), "-Wl,--exclude-libs,ALL", "-Wl,-Bsymbolic", "-pthread"],
-        depends=[script],
-    )
+def _files(source: str, dest: str) -> list[tuple[str, str]]:
+    """(file, its path in the wheel) for a PACKAGED entry: a file, or a folder of *.py."""
+    path = os.path.join(ROOT, source)
+    if not os.path.isdir(path):
+        return [(path, dest)]
+    found = glob.glob(os.path.join(path, "**", "*.py"), recursive=True)
+    return [(f, os.path.join(dest, os.path.relpath(f, path))) for f in sorted(found) if "__pycache__" not in f]
 
 
 class BuildExt(build_ext):
-    def run(self):
-        for ext in self.extensions:
-            ext.sources = ext.sources + [s for s in _library_sources() if s not in ext.sources]
-        super().run()
+    """CMake configures and builds kbthreads._accel (that target only); the
+    module is copied to where setuptools packs it."""
+
+    def build_extension(self, ext: Extension) -> None:
+        build = os.path.join(WORK, "cmake")
+        jobs = str(self.parallel if type(self.parallel) is int and self.parallel > 0 else os.cpu_count() or 1)
+        subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DKB_PYTHON_WHEEL=ON", "-DKB_PYTHON3=" + sys.executable],
+                       check=True)
+        subprocess.run(["cmake", "--build", build, "--target", "kbthreads_pyaccel", "-j", jobs], check=True)
+        built = os.path.join(build, "bindings", "python", "kbthreads", "_accel" + sysconfig.get_config_var("EXT_SUFFIX"))
+        out = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        self.copy_file(built, out)
 
 
 class BuildPy(build_py):
-    """Also ships kbthreads-dump (tools/) and its layout code, the gdb
-    extension (gdb/kbthreads_gdb.py), in the package: the console script
-    kbthreads-dump runs kbthreads._dump."""
+    """Also puts PACKAGED's files in the wheel."""
 
-    def run(self):
+    def run(self) -> None:
         super().run()
-        pkg = os.path.join(self.build_lib, "kbthreads")
-        self.copy_file(os.path.join(ROOT, "gdb", "kbthreads_gdb.py"), os.path.join(pkg, "kbthreads_gdb.py"))
-        self.copy_file(os.path.join(ROOT, "tools", "kbthreads-dump"), os.path.join(pkg, "_dump.py"))
+        for entry in PACKAGED:
+            for path, dest in _files(*entry):
+                self.mkpath(os.path.dirname(os.path.join(self.build_lib, dest)))
+                self.copy_file(path, os.path.join(self.build_lib, dest))
 
 
 class SDist(sdist):
-    """Puts the library's sources in the sdist (_vendor/), so that it builds
-    on its own, away from the repository."""
+    """Puts what CMake's build and PACKAGED need in the sdist (_vendor/), so
+    that it builds on its own, away from the repository. (The licenses go
+    at its top through pyproject.toml's license-files.)"""
 
-    def make_release_tree(self, base_dir, files):
+    def make_release_tree(self, base_dir: str, files: list[str]) -> None:
         super().make_release_tree(base_dir, files)
-        for folder, pattern in VENDORED.items():
-            out = os.path.join(base_dir, VENDOR, folder)
-            os.makedirs(out, exist_ok=True)
+        copies = []
+        for folder, pattern in CMAKE_INPUTS.items():
             for name in sorted(os.listdir(os.path.join(ROOT, folder))):
-                if re.search(pattern, name):
-                    shutil.copy2(os.path.join(ROOT, folder, name), os.path.join(out, name))
+                if os.path.isfile(os.path.join(ROOT, folder, name)) and re.search(pattern, name):
+                    copies.append(os.path.join(folder, name))
+        for entry in PACKAGED:
+            copies += [os.path.relpath(path, ROOT) for path, _ in _files(*entry)]
+        for rel in copies:
+            self.mkpath(os.path.dirname(os.path.join(base_dir, VENDOR, rel)))
+            shutil.copy2(os.path.join(ROOT, rel), os.path.join(base_dir, VENDOR, rel))
 
 
-setup(version=_version(), ext_modules=[_extension()], cmdclass={"build_ext": BuildExt, "build_py": BuildPy, "sdist": SDist})
+setup(
+    version=_version(),
+    ext_modules=[Extension("kbthreads._accel", sources=[])],
+    cmdclass={"build_ext": BuildExt, "build_py": BuildPy, "sdist": SDist},
+    options={"build": {"build_base": os.path.join(WORK, "build")}, "egg_info": {"egg_base": WORK}},
+)

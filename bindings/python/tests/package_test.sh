@@ -2,10 +2,16 @@
 # SPDX-License-Identifier: MIT
 # package_test.sh REPO PYTHON: the Python package as a user gets it, offline.
 #
-#   1. A clean copy of what the package is built from (bindings/python with
-#      the library's src/, include/, gdb/, tools/; no build output) builds
-#      with `python3 -m build --no-isolation`: the sdist, then a wheel from
-#      the unpacked sdist, so the sdist is shown to build on its own.
+#   1. A clean copy of what the package is built from (bindings/python,
+#      the project's CMakeLists.txt, cmake/, src/, include/, gdb/, tools/
+#      and the licenses; no build output) builds with `python3 -m build
+#      --no-isolation`: the sdist, then a wheel from the unpacked sdist, so
+#      the sdist is shown to build on its own. Both carry LICENSE and
+#      Concurrency Kit's notice (libck.a is linked into the module).
+#   1b. `pip wheel` of the copy's bindings/python, in place, leaves nothing
+#      in that tree, and the tree's own suite then passes (against the
+#      wheel's module, KBTHREADS_ACCEL): nothing left there is taken for an
+#      installed package.
 #   2. The wheel installs into a fresh venv (--system-site-packages: pytest
 #      and greenlet come from Debian), and the binding's whole pytest suite,
 #      the oracle traces included, runs against the installed package (a
@@ -17,8 +23,9 @@
 #      Python process running the installed package.
 #
 # Exit 77 (skipped, saying why) when a build requirement is missing
-# (Debian: gcc python3-dev libck-dev python3-setuptools python3-wheel
-# python3-build python3-venv python3-pytest gdb; `make deps` installs them).
+# (Debian: cmake pkg-config gcc python3-dev libck-dev python3-setuptools
+# python3-wheel python3-build python3-venv python3-pytest gdb; `make deps`
+# installs them).
 set -eu
 repo=$(cd "$1" && pwd)
 python=$2
@@ -26,6 +33,8 @@ python=$2
 missing=""
 command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
 command -v gdb >/dev/null 2>&1 || missing="$missing gdb"
+command -v cmake >/dev/null 2>&1 || missing="$missing cmake"
+command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 "$python" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
     || missing="$missing python3-dev"
 for mod in setuptools:python3-setuptools wheel:python3-wheel build:python3-build venv:python3-venv \
@@ -50,13 +59,36 @@ fail() { echo "FAIL: $*"; exit 1; }
 # 1. clean copy, sdist, wheel from the sdist
 mkdir -p "$tmp/copy"
 (cd "$repo" && tar cf - --exclude=build --exclude=_vendor --exclude='*.egg-info' --exclude='*.so' \
-    --exclude=__pycache__ bindings/python src include gdb tools) | (cd "$tmp/copy" && tar xf -)
+    --exclude=__pycache__ bindings/python CMakeLists.txt cmake src include gdb tools LICENSE licenses) \
+    | (cd "$tmp/copy" && tar xf -)
 "$python" -m build --no-isolation --outdir "$tmp/dist" "$tmp/copy/bindings/python" >"$tmp/build.log" 2>&1 \
     || { tail -n 40 "$tmp/build.log"; fail "python3 -m build --no-isolation failed"; }
 sdist=$(ls "$tmp"/dist/kbthreads-*.tar.gz) || fail "no sdist built"
 wheel=$(ls "$tmp"/dist/kbthreads-*.whl) || fail "no wheel built"
-tar tzf "$sdist" | grep -q '/_vendor/src/kbthreads.map$' || fail "the sdist does not carry the library's sources"
-echo "built $(basename "$sdist") and, from it, $(basename "$wheel")"
+tar tzf "$sdist" >"$tmp/sdist.list"
+zipnames() { "$python" -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$1"; }
+zipnames "$wheel" >"$tmp/wheel.list"
+for want in '/_vendor/src/kbthreads.map$' '/_vendor/CMakeLists.txt$' '/_vendor/bindings/python/CMakeLists.txt$' \
+            '^kbthreads-[^/]*/LICENSE$' '^kbthreads-[^/]*/licenses/ConcurrencyKit-BSD-2-Clause.txt$'; do
+    grep -q "$want" "$tmp/sdist.list" || { cat "$tmp/sdist.list"; fail "the sdist has no $want"; }
+done
+for want in '\.dist-info/.*LICENSE$' '\.dist-info/.*ConcurrencyKit-BSD-2-Clause.txt$' '^kbthreads/_accel\..*\.so$'; do
+    grep -q "$want" "$tmp/wheel.list" || { cat "$tmp/wheel.list"; fail "the wheel has no $want"; }
+done
+echo "built $(basename "$sdist") and, from it, $(basename "$wheel"); both carry LICENSE and Concurrency Kit's notice"
+
+# 1b. a wheel built in the tree leaves nothing there that fools the tree's suite
+(cd "$tmp/copy" && find . | sort) >"$tmp/before.list"
+"$python" -m pip wheel -q --no-build-isolation --no-deps --no-index -w "$tmp/intree" "$tmp/copy/bindings/python" \
+    >"$tmp/intree.log" 2>&1 || { tail -n 40 "$tmp/intree.log"; fail "pip wheel of the tree failed"; }
+(cd "$tmp/copy" && find . | sort) >"$tmp/after.list"
+diff "$tmp/before.list" "$tmp/after.list" || fail "pip wheel left the files above in the tree"
+"$python" -m zipfile -e "$(ls "$tmp"/intree/kbthreads-*.whl)" "$tmp/intree/unpacked"
+accel=$(ls "$tmp"/intree/unpacked/kbthreads/_accel*.so)
+(cd "$tmp/copy/bindings/python" && env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONDONTWRITEBYTECODE=1 \
+    KBTHREADS_ACCEL="$accel" "$python" -m pytest -q -p no:cacheprovider tests) \
+    >"$tmp/tree-pytest.log" 2>&1 || { tail -n 60 "$tmp/tree-pytest.log"; fail "the tree's suite failed after pip wheel"; }
+echo "pip wheel in the tree left it as it was; the tree's suite: $(tail -n 1 "$tmp/tree-pytest.log")"
 
 # 2. a fresh venv, the wheel, the suite against the installed package
 "$python" -m venv --system-site-packages "$tmp/venv"
