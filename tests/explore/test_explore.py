@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""kbthreads-explore, end to end: the build tree's script (and python3 -m
+"""kbthreads-explore, end to end: the build tree's launcher (and python3 -m
 kbthreads.explore) on the planted bugs of explore_target.c and
 explore_target.py, at fixed seeds (run i uses seed i), so every result here
 is deterministic.
