@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Installation: headers (C, and the header-only C++ layer), shared library (SONAME libkbthreads.so.<major>),
-# static library, pkg-config file, CMake package, the license, API docs when built, kbthreads-dump and kbthreads-explore.
+# static library, pkg-config file, CMake package, the license, API docs when built, kbthreads-dump and kbthreads-explore
+# (tools/: the launchers and the kbthreads_tools package).
 include(CMakePackageConfigHelpers)
 
 install(TARGETS kbthreads kbthreads_static EXPORT kbthreadsTargets
@@ -54,16 +55,18 @@ install(CODE "
   message(STATUS \"Installing: \${_kb_dir}/libkbthreads.so.${PROJECT_VERSION}-gdb.py\")
 ")
 
-# kbthreads-dump (tools/), and the gdb extension once more where it imports
-# it from (<bindir>/../share/kbthreads/kbthreads_gdb.py).
-install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/kbthreads-dump DESTINATION ${CMAKE_INSTALL_BINDIR})
+# kbthreads-dump and kbthreads-explore: the launchers (tools/) in <bindir>,
+# the kbthreads_tools package they run in <prefix>/share/kbthreads/ (the
+# launchers find it there, relative to themselves), beside the gdb
+# extension once more (<prefix>/share/kbthreads/kbthreads_gdb.py: the dump
+# imports its layout code, the explorer's gdb script sources it).
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/kbthreads-dump ${PROJECT_SOURCE_DIR}/tools/kbthreads-explore
+  DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/kbthreads_tools DESTINATION share/kbthreads
+  FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
 install(FILES ${PROJECT_SOURCE_DIR}/gdb/kbthreads_gdb.py DESTINATION share/kbthreads)
 
-# kbthreads-explore: bindings/python/kbthreads/explore.py, a stdlib-only
-# Python script that never loads the library (the binding runs the same
-# file as python3 -m kbthreads.explore). A copy in the build tree runs from
-# there (<build>/kbthreads-explore).
-configure_file(${PROJECT_SOURCE_DIR}/bindings/python/kbthreads/explore.py ${PROJECT_BINARY_DIR}/kbthreads-explore
-  COPYONLY FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
-install(PROGRAMS ${PROJECT_SOURCE_DIR}/bindings/python/kbthreads/explore.py DESTINATION ${CMAKE_INSTALL_BINDIR}
-  RENAME kbthreads-explore)
+# The build tree's <build>/kbthreads-explore (tests/explore, make
+# explore-demo): a symlink to the launcher, which resolves it and so runs the
+# source tree's package.
+file(CREATE_LINK ${PROJECT_SOURCE_DIR}/tools/kbthreads-explore ${PROJECT_BINARY_DIR}/kbthreads-explore SYMBOLIC)

@@ -214,6 +214,10 @@ def case_permission_refused(args, tmp):
             shutil.copyfile(src, dst)
             os.chmod(os.path.join(tmp, sub), 0o755)
             os.chmod(dst, 0o755)
+        # the package the launcher runs, beside it as in the source tree
+        shutil.copytree(os.path.join(os.path.dirname(args.dump), "kbthreads_tools"),
+                        os.path.join(tmp, "tools", "kbthreads_tools"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
         dump = os.path.join(tmp, "tools", os.path.basename(args.dump))
         t = Target(args.program)
         try:

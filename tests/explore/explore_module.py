@@ -1,22 +1,31 @@
 # SPDX-License-Identifier: MIT
-"""The build tree's kbthreads-explore (a script without .py, named by
-KB_EXPLORE) loaded as a module, for the tests that call its functions."""
+"""The explorer's package (kbthreads_tools.explore, in the folder named by
+KB_TOOLS_DIR: the source tree's tools/), for the tests that call its
+functions: load_explore() gives one namespace of the public names of its
+parts (read_schedule, Section, Outcome, shrink, Coverage, ...), each
+still defined by its own module."""
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
+import importlib
 import os
 import sys
 import types
 
+PARTS = ("schedule_file", "runner", "strategies", "coverage", "runs", "shrink", "gdb_script", "results", "report",
+         "exploration", "merge", "cli")
 
-def load_explore() -> types.ModuleType:
-    """The module, loaded once per process."""
-    loader = importlib.machinery.SourceFileLoader("kbthreads_explore", os.environ["KB_EXPLORE"])
-    if loader.name in sys.modules:
-        return sys.modules[loader.name]
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = module  # dataclasses look their module up
-    loader.exec_module(module)
-    return module
+
+def load_explore() -> types.SimpleNamespace:
+    tools = os.environ["KB_TOOLS_DIR"]
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    names: dict[str, object] = {}
+    for part in PARTS:
+        module = importlib.import_module(f"kbthreads_tools.explore.{part}")
+        for name, value in vars(module).items():
+            if name.startswith("_") or isinstance(value, types.ModuleType):
+                continue
+            if isinstance(value, (type, types.FunctionType)) and value.__module__ != module.__name__:
+                continue  # imported from another part: taken from that one
+            names.setdefault(name, value)  # constants: PARTS lists a part before those importing from it
+    return types.SimpleNamespace(**names)

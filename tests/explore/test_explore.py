@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""kbthreads-explore, end to end: the build tree's script (and python3 -m
+"""kbthreads-explore, end to end: the build tree's launcher (and python3 -m
 kbthreads.explore) on the planted bugs of explore_target.c and
 explore_target.py, at fixed seeds (run i uses seed i), so every result here
 is deterministic.
 
 Environment (set by tests/explore/CMakeLists.txt): KB_EXPLORE (the build
-tree's kbthreads-explore), KB_EXPLORE_TARGET (explore_target),
+tree's kbthreads-explore), KB_TOOLS_DIR (tools/, where the explorer's package
+is), KB_EXPLORE_TARGET (explore_target),
 KBTHREADS_LIBRARY (the library the Python target loads), KB_BINDING_DIR
 (bindings/python, for python3 -m kbthreads.explore).
 """
@@ -126,6 +127,17 @@ def test_python3_m_kbthreads_explore_is_the_same_tool(tmp_path):
     r = explore("--runs", "20", "--out", str(tmp_path), "--", TARGET, "bug", tool=tool)
     assert r.returncode == 1, r.stdout + r.stderr
     assert r.stdout.startswith("python3 -m kbthreads.explore: baseline (round-robin): ok")
+    assert run_replay(r.stdout).returncode == 1
+
+
+def test_python3_m_kbthreads_tools_explore_is_the_same_tool(tmp_path):
+    tool = [PYTHON, "-m", "kbthreads_tools.explore"]
+    env = env_with_binding()
+    env["PYTHONPATH"] = os.environ["KB_TOOLS_DIR"]
+    r = subprocess.run(tool + ["--runs", "20", "--out", str(tmp_path), "--", TARGET, "bug"], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.startswith("python3 -m kbthreads_tools.explore: baseline (round-robin): ok")
     assert run_replay(r.stdout).returncode == 1
 
 

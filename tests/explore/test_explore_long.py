@@ -7,6 +7,7 @@ Environment as for test_explore.py (tests/explore/CMakeLists.txt).
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -95,7 +96,7 @@ def test_coverage_of_many_runs_is_capped_and_merges_like_one_run():
         shards[n % 4].add(n, str(n), orders)
     merged = explore.Coverage()
     for shard in shards:
-        merged.take_orders(explore.json.loads(explore.json.dumps(shard.to_json()))["orders"], 2500)
+        merged.take_orders(json.loads(json.dumps(shard.to_json()))["orders"], 2500)
     assert one.rounds() == merged.rounds()
     assert [r["tried"] for r in one.rounds()] == [explore.ORDERS_CAP, 1, explore.ORDERS_CAP]
     assert [r["capped"] for r in one.rounds()] == [True, False, True]

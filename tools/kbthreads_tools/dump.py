@@ -1,0 +1,288 @@
+# SPDX-License-Identifier: MIT
+"""kbthreads-dump PID: what every live libkbthreads spawn of a running process
+is doing, read from outside without stopping it (like `py-spy dump`).
+
+For each live run (a kb_spawn in progress, or a kb_start()ed process context
+not yet finished) it prints who holds the baton, the pending queue lengths,
+and each rank's LWP, thread name and state (running, ready, waiting on
+handle H, in barrier, ...), in the words of gdb's `kb ranks`.
+
+It finds the library's debug descriptor (kb_debug_offsets, in the .kb_debug
+section of libkbthreads.so or of a program linked with the static library)
+through /proc/PID/maps, and reads the process's memory through
+/proc/PID/mem, which takes ptrace permission (same user and, with Yama's
+ptrace_scope 1, root or CAP_SYS_PTRACE). The layout code and the rank
+table are the gdb extension's own (gdb/kbthreads_gdb.py, imported without
+gdb; only its names without a leading underscore are used). The process
+keeps running: when its runs change while they are read, the dump is read
+again (--retries times) and, if they never hold still, it says so instead
+of printing a mixture. See docs/debugging.md.
+
+Exit status: 0 printed, 1 error (no such process, no libkbthreads in it,
+permission refused, unreadable), 2 usage, 3 the runs kept changing.
+
+tools/kbthreads-dump (and pip's console script) runs main(); the ELF
+reading is the package's (elf.py).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import struct
+import sys
+
+from . import elf
+from .locate import gdb_extension_paths
+
+EXIT_ERROR, EXIT_USAGE, EXIT_CHANGING = 1, 2, 3
+
+
+class DumpError(Exception):
+    def __init__(self, message, code=EXIT_ERROR):
+        Exception.__init__(self, message)
+        self.code = code
+
+
+def load_layout_module():
+    """gdb/kbthreads_gdb.py, imported without gdb, from where
+    locate.gdb_extension_paths says it is."""
+    for path in gdb_extension_paths():
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("kbthreads_gdb", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise DumpError("kbthreads-dump: kbthreads_gdb.py not found beside %s (a broken install?)"
+                    % os.path.dirname(os.path.abspath(__file__)))
+
+
+def proc_path(pid, *parts):
+    return os.path.join("/proc", str(pid), *parts)
+
+
+def permission_error(pid, what):
+    return DumpError("kbthreads-dump: permission denied reading %s of process %d: run it as the process's "
+                     "user, or as root when ptrace is restricted (/proc/sys/kernel/yama/ptrace_scope)"
+                     % (what, pid))
+
+
+def read_maps(pid):
+    """[(start, file offset, path)] of the file mappings of pid."""
+    try:
+        with open(proc_path(pid, "maps")) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        raise DumpError("kbthreads-dump: no process with PID %d" % pid)
+    except PermissionError:
+        raise permission_error(pid, "the memory map")
+    out = []
+    for line in lines:
+        fields = line.split(None, 5)
+        if len(fields) == 6 and fields[5].startswith("/"):
+            start = int(fields[0].split("-")[0], 16)
+            out.append((start, int(fields[2], 16), fields[5]))
+    return out
+
+
+def descriptor_in_file(path):
+    """(address of the .kb_debug section relative to the load bias, lowest
+    PT_LOAD (vaddr, file offset), whether it is position-independent), or
+    None when the file is not an ELF64 file with a loaded .kb_debug section
+    and a PT_LOAD."""
+    f = elf.read_elf(path)
+    section = f.section(b".kb_debug") if f else None
+    if section is None or not section.addr or not f.loads:
+        return None
+    return section.addr, f.loads[0], f.position_independent
+
+
+def find_descriptors(pid):
+    """[(runtime address of kb_debug_offsets, path)] for each mapped file
+    that carries a descriptor (the shared library, or the program when it is
+    linked with the static library)."""
+    maps = read_maps(pid)
+    out, seen = [], set()
+    for _, _, path in maps:
+        if path in seen:
+            continue
+        seen.add(path)
+        # through /proc/PID/root, so a process in a container is read right
+        found = descriptor_in_file(proc_path(pid, "root") + path) or descriptor_in_file(path)
+        if found is None:
+            continue
+        addr, (vaddr, offset), pie = found
+        bias = 0
+        if pie:
+            page = os.sysconf("SC_PAGE_SIZE")
+            starts = [s for s, off, p in maps if p == path and off == offset & ~(page - 1)]
+            if not starts:
+                continue
+            bias = min(starts) - (vaddr & ~(page - 1))
+        out.append((bias + addr, path))
+    return out
+
+
+class Memory(object):
+    """The process's memory, through /proc/PID/mem."""
+
+    def __init__(self, pid, kb):
+        self.pid, self.kb = pid, kb
+        try:
+            self.fd = os.open(proc_path(pid, "mem"), os.O_RDONLY)
+        except FileNotFoundError:
+            raise DumpError("kbthreads-dump: process %d exited" % pid)
+        except PermissionError:
+            raise permission_error(pid, "the memory")
+
+    def read(self, addr, n):
+        try:
+            data = os.pread(self.fd, n, addr)
+        except OSError as e:
+            if not os.path.exists(proc_path(self.pid)):
+                raise DumpError("kbthreads-dump: process %d exited while it was read" % self.pid)
+            raise self.kb.KbError("kb: cannot read %d bytes at 0x%x: %s" % (n, addr, e.strerror))
+        if len(data) != n:
+            raise self.kb.KbError("kb: cannot read %d bytes at 0x%x" % (n, addr))
+        return data
+
+    def u32(self, addr):
+        return struct.unpack("<I", self.read(addr, 4))[0]
+
+
+def thread_name(pid, tid):
+    """The thread's name, or None when pid has no such thread."""
+    try:
+        with open(proc_path(pid, "task", str(tid), "comm")) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def test_sync():
+    """A seam for the tests (tests/debug/dump_test.py): with
+    KBTHREADS_DUMP_TEST_SYNC=RFD,WFD, after reading the runs and before
+    checking that they held still, write one byte to WFD and wait for one on
+    RFD, so a test can change the runs at that exact moment."""
+    spec = os.environ.get("KBTHREADS_DUMP_TEST_SYNC")
+    if spec:
+        rfd, wfd = (int(x) for x in spec.split(","))
+        os.write(wfd, b"r")
+        os.read(rfd, 1)
+
+
+def snapshot(mem, kb, head, gen_addr, reader, retries):
+    """The runs of one registry, read until the registry held still while
+    they were read: (runs, [runs whose baton moved meanwhile])."""
+    tries = 0
+    while True:
+        gen0 = mem.u32(gen_addr)  # a ck_sequence_t (src/registry.c)
+        runs, problem = None, None
+        if gen0 % 2 == 0:
+            try:
+                runs = reader.runs(head)
+            except kb.KbError as e:
+                problem = e
+        test_sync()
+        gen1 = mem.u32(gen_addr)
+        if gen0 == gen1 and gen0 % 2 == 0:
+            if problem is not None:
+                raise DumpError("kbthreads-dump: %s" % str(problem).replace("kb: ", "", 1))
+            moved = [r for r in runs if moved_since(mem, kb, reader, r)]
+            if not moved or tries >= retries:
+                return runs, moved
+        if tries >= retries:
+            raise DumpError("kbthreads-dump: the live runs of process %d changed while they were read, %d "
+                            "time%s; try again, or stop the process first (kill -STOP %d; kill -CONT %d after)"
+                            % (mem.pid, tries + 1, "" if tries == 0 else "s", mem.pid, mem.pid), EXIT_CHANGING)
+        tries += 1
+
+
+def moved_since(mem, kb, reader, r):
+    """The baton changed hands since the run was read."""
+    try:
+        now = reader.struct("run", r.addr)
+    except kb.KbError:
+        return True
+    return now.get("holder") != r.run.get("holder") or now.get("handoffs") != r.run.get("handoffs")
+
+
+def rank_lines(pid, kb, r):
+    """The rank table, in the gdb extension's words (kb_rank_table), without
+    its gdb thread column: a rank's thread is found by its LWP in /proc."""
+
+    def find_thread(tid, _handle):
+        name = thread_name(pid, tid) if tid else None
+        return None if name is None else kb.KbRankThread(tid, name, None, False)
+
+    return kb.kb_rank_table(r, find_thread, False)
+
+
+def baton_text(pid, kb, r):
+    if r.holder == kb.KB_DRIVER:
+        tid = r.run.get("driver_tid")
+        if kb.kb_driver_idle(r):
+            return "driver side, idle (no thread is in kb_join; last driver: LWP %d)" % tid
+        return "driver (LWP %d)" % tid
+    if 0 <= r.holder < r.nprocs:
+        return "rank %d (LWP %d)" % (r.holder, r.thread_ids(r.holder)[0])
+    return "? (holder %d)" % r.holder
+
+
+def dump(pid, retries):
+    kb = load_layout_module()
+    descriptors = find_descriptors(pid)
+    name = thread_name(pid, pid) or "?"
+    if not descriptors:
+        raise DumpError("kbthreads-dump: process %d (%s) does not use libkbthreads (no debug descriptor in "
+                        "its mapped files)" % (pid, name))
+    mem = Memory(pid, kb)
+    out = []
+    for addr, path in descriptors:
+        try:
+            layout, head, gen_addr = kb.kb_parse_descriptor(mem.read, addr)
+        except kb.KbError as e:
+            raise DumpError("kbthreads-dump: %s: %s" % (path, str(e).replace("kb: ", "", 1)))
+        out.append("process %d (%s): libkbthreads %s" % (pid, name, path))
+        runs, moved = snapshot(mem, kb, head, gen_addr, kb.KbReader(mem.read, layout), retries)
+        if not runs:
+            out.append("no live libkbthreads spawn")
+        for r in runs:
+            out.append(kb.kb_run_header(r))
+            out.append("  baton: %s" % baton_text(pid, kb, r))
+            if r in moved:
+                out.append("  (the baton moved while this run was read: the states are from a few moments)")
+            waits, colls = (r.ctx.sub(q, "queue").get("len") for q in ("waits", "colls"))
+            out.append("  pending: %d worker wait%s, %d collective%s"
+                       % (waits, "" if waits == 1 else "s", colls, "" if colls == 1 else "s"))
+            if r.nprocs > 0:
+                out += rank_lines(pid, kb, r)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kbthreads-dump",
+                                 description="Print what every live libkbthreads spawn of a running process "
+                                             "is doing, without stopping it.")
+    ap.add_argument("pid", help="the process to read")
+    ap.add_argument("--retries", type=int, default=20,
+                    help="how many times to read again when the runs change meanwhile (default 20)")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        pid = int(args.pid)
+        if pid <= 0:
+            raise ValueError
+    except ValueError:
+        print("kbthreads-dump: %r is not a process ID" % args.pid, file=sys.stderr)
+        return EXIT_USAGE
+    if args.retries < 0:
+        print("kbthreads-dump: --retries must be 0 or more", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        lines = dump(pid, args.retries)
+    except DumpError as e:
+        print(str(e), file=sys.stderr)
+        return e.code
+    print("\n".join(lines))
+    return 0
+

@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: MIT
+"""Running the plan: up to --jobs runs at once, committed in number order."""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import time
+from dataclasses import dataclass
+
+from .coverage import Coverage, orders_of
+from .runner import Outcome, Runner
+from .schedule_file import read_schedule, schedule_digest
+from .strategies import Planned
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@dataclass
+class RunResult:
+    number: int
+    label: str
+    outcome: Outcome
+    digest: str
+    orders: list[list[list[int]]] | None  # for coverage, until the run is committed
+    prefix: str  # where its recording and output are
+
+    def to_json(self) -> dict:
+        return {"run": self.number, "label": self.label, "outcome": self.outcome.to_json(),
+                "schedule": self.digest, "output": self.prefix}
+
+    @staticmethod
+    def from_json(d: dict) -> "RunResult":
+        return RunResult(int(d["run"]), str(d["label"]), Outcome.from_json(d["outcome"]), str(d["schedule"]),
+                         None, str(d["output"]))
+
+
+@dataclass
+class Explored:
+    committed: list[RunResult]  # the runs reported, in number order, none after the first failure
+    coverage: Coverage
+    stopped: str  # "done", "failure", "stale", "time"
+
+    @property
+    def failure(self) -> RunResult | None:
+        return self.committed[-1] if self.stopped == "failure" else None
+
+
+class Committer:
+    """Takes run results in number order and decides when exploring stops:
+    at the first failure, or after --until-stale runs in a row that added
+    no new schedule. What it decides depends on the results in order only,
+    never on how many ran at once."""
+
+    def __init__(self, coverage: Coverage, until_stale: int | None):
+        self.coverage = coverage
+        self.until_stale = until_stale
+        self.committed: list[RunResult] = []
+        self.stopped = ""
+
+    def take(self, r: RunResult) -> None:
+        self.committed.append(r)
+        self.coverage.add(r.number, r.digest, r.orders)
+        r.orders = None
+        if r.outcome.failed:
+            self.stopped = "failure"
+        elif self.until_stale and self.coverage.stale >= self.until_stale:
+            self.stopped = "stale"
+
+
+def run_one(runner: Runner, out: str, p: Planned) -> RunResult:
+    prefix = os.path.join(out, "runs", f"{p.number:04d}")
+    got = runner.run(prefix, dict(p.env, KB_RECORD=prefix + ".schedule"), tag=p.number)
+    recorded = read_schedule(prefix + ".schedule")
+    return RunResult(p.number, p.label, got, schedule_digest(recorded), orders_of(recorded), prefix)
+
+
+def run_all(runner: Runner, out: str, plan: list[Planned], jobs: int, deadline: float | None,
+            committer: Committer) -> str:
+    """Run the plan, up to jobs at once, started in number order and
+    committed in number order; when the committer stops, the runs above
+    its last are killed and forgotten. Returns why it stopped."""
+    results: dict[int, RunResult] = {}
+    running: dict[concurrent.futures.Future, int] = {}
+    nxt = done_upto = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        while True:
+            late = deadline is not None and time.monotonic() >= deadline
+            while not committer.stopped and not late and len(running) < jobs and nxt < len(plan):
+                running[pool.submit(run_one, runner, out, plan[nxt])] = nxt
+                nxt += 1
+            if not running:
+                if late and nxt < len(plan):
+                    committer.stopped = "time"
+                break
+            wait = None if deadline is None or committer.stopped else max(0.0, deadline - time.monotonic())
+            finished, _ = concurrent.futures.wait(running, timeout=wait,
+                                                  return_when=concurrent.futures.FIRST_COMPLETED)
+            for f in finished:
+                results[running.pop(f)] = f.result()
+            while not committer.stopped and done_upto in results:
+                committer.take(results.pop(done_upto))
+                done_upto += 1
+            if committer.stopped:
+                runner.cancel(above=committer.committed[-1].number)
+            elif deadline is not None and time.monotonic() >= deadline and (running or nxt < len(plan)):
+                committer.stopped = "time"
+                runner.cancel()
+    # Forgotten runs leave no files behind, so DIR is the same for any --jobs.
+    last = committer.committed[-1].number if committer.committed else 0
+    for p in plan[done_upto:nxt]:  # the runs started and not committed
+        if p.number > last:
+            for ext in (".schedule", ".out", ".err"):
+                try:
+                    os.unlink(os.path.join(out, "runs", f"{p.number:04d}{ext}"))
+                except FileNotFoundError:
+                    pass
+    return committer.stopped or "done"
