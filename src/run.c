@@ -11,13 +11,13 @@
 #include "alloc.h"
 #include "annotate.h"
 #include "error.h"
-#include "order.h"
+#include "strategy.h"
 #include "run.h"
 #include "run_files.h"
 #include "spawn_options.h"
 #include "stats.h"
 #include "system.h"
-#include "wait_policy.h"
+#include "baton_wait_policy.h"
 #include "watchdog.h"
 
 /* Hand every rank's worker back, in reverse rank order so that the next

@@ -30,7 +30,7 @@
 #include "ctx.h"
 #include "error.h"
 #include "kbthreads.h"
-#include "order.h"
+#include "strategy.h"
 #include "run_files.h"
 #include "spawn_options.h"
 #include "stats.h"

@@ -13,7 +13,7 @@
 #include "clock.h"
 #include "error.h"
 #include "run.h"
-#include "schedule.h"
+#include "schedule_file.h"
 #include "spawn_options.h"
 #include "stats.h"
 #include "system.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "alloc.h"
-#include "order.h"
+#include "strategy.h"
 #include "run.h"
 #include "spawn_options.h"
 #include "system.h"

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "run.h"
-#include "wait_policy.h"
+#include "baton_wait_policy.h"
 
 #ifdef KB_HAVE_VALGRIND_H
 #include <valgrind/valgrind.h>

@@ -2,7 +2,7 @@
 /* Round orders of the exploring strategies; see order.h and
  * docs/scheduling.md, which gives every draw so that tools can predict
  * them. */
-#include "order.h"
+#include "strategy.h"
 
 #include <stdio.h>
 #include <stdlib.h>

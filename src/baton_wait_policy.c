@@ -43,7 +43,7 @@
  * holder). Under Valgrind, which runs one thread at a time, nothing
  * looks: every wait sleeps at once.
  */
-#include "wait_policy.h"
+#include "baton_wait_policy.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -25,11 +25,11 @@
 #include <time.h>
 
 #include "alloc.h"
-#include "order.h"
+#include "strategy.h"
 #include "clock.h"
 #include "strbuf.h"
 #include "run.h"
-#include "schedule.h"
+#include "schedule_file.h"
 #include "timeline.h"
 
 void kb__handoff(struct kb_run *run, int to)

@@ -21,8 +21,8 @@
  * the rounds it lists are forced, loosely (kb__replay_partial). Lines
  * starting with '#' and unknown keywords are ignored by the reader.
  */
-#ifndef KB_SCHEDULE_H
-#define KB_SCHEDULE_H
+#ifndef KB_SCHEDULE_FILE_H
+#define KB_SCHEDULE_FILE_H
 
 #include <stdint.h>
 #include <stdio.h>

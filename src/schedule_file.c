@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Recorded schedules: writing (record) and reading (replay). See schedule.h. */
-#include "schedule.h"
+#include "schedule_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
