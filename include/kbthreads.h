@@ -193,7 +193,7 @@ KB_API int kb_ctx_create(const kb_engine *engine, kb_ctx **out);
 
 /** Destroy a ctx and join every parked thread it keeps. 0; KB_EBUSY while a
  *  spawn or process context is live, or from an engine hook; KB_EPERM from a
- *  rank of this ctx; NULL: no-op (0). */
+ *  rank (of any spawn); NULL: no-op (0). */
 KB_API int kb_ctx_destroy(kb_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
@@ -215,7 +215,8 @@ KB_API int kb_ctx_destroy(kb_ctx *ctx);
  * stays not completed.
  *
  * KB_EINVAL: NULL ctx or reserved h. KB_EPERM: a rank calling on a ctx other
- * than its own. KB_EBUSY: a thread not holding the ctx's baton.
+ * than its own. KB_EBUSY: a thread not holding the ctx's baton. KB_ENOMEM:
+ * h could not be queued (in a rank) or marked completed (driver side).
  */
 KB_API int kb_wait(kb_ctx *ctx, kb_handle h);
 
@@ -224,10 +225,11 @@ KB_API int kb_wait(kb_ctx *ctx, kb_handle h);
 KB_API int kb_wait_meta(kb_ctx *ctx, kb_handle h, void *meta);
 
 /** Append h to the pending worker waits without waiting. Same errors as
- *  kb_wait, plus KB_ENOMEM. */
+ *  kb_wait (KB_ENOMEM: h could not be queued). */
 KB_API int kb_enqueue_wait(kb_ctx *ctx, kb_handle h);
 
-/** Mark h completed (idempotent). Same errors as kb_wait, plus KB_ENOMEM. */
+/** Mark h completed (idempotent). Same errors as kb_wait (KB_ENOMEM: h
+ *  could not be recorded). */
 KB_API int kb_complete(kb_ctx *ctx, kb_handle h);
 
 /** 1 if h is completed, 0 if not; KB_EINVAL / KB_EPERM / KB_EBUSY as for
@@ -513,7 +515,8 @@ typedef struct kb_rank_error {
     const char *message; /**< the kb_raise/kb_fail text, or "rank function returned <code>" */
 } kb_rank_error;
 
-/** The report of a failed spawn (KB_ESPAWN). */
+/** The report of a spawn that failed once its ranks existed (KB_ESPAWN,
+ *  KB_ETIMEDOUT, KB_EDIVERGED, KB_ENOMEM: kb_spawn_error_code). */
 typedef struct kb_spawn_error kb_spawn_error;
 
 /** Number of root-cause ranks (0 for NULL). */
@@ -530,13 +533,15 @@ KB_API int kb_spawn_error_drain_code(const kb_spawn_error *e);
 /** The handle whose engine wait failed in the drain, else 0. */
 KB_API kb_handle kb_spawn_error_drain_handle(const kb_spawn_error *e);
 /** What failed the spawn: KB_ESPAWN (ranks or the drain), KB_ETIMEDOUT
- *  (max_rounds) or KB_EDIVERGED (replay); 0 for NULL e. */
+ *  (max_rounds), KB_EDIVERGED (replay) or KB_ENOMEM (out of memory
+ *  checking a round against a replay); 0 for NULL e. */
 KB_API int kb_spawn_error_code(const kb_spawn_error *e);
 /** With KB_EDIVERGED: the 1-based turn at which the program stopped
  *  matching the recording; else 0. */
 KB_API uint64_t kb_spawn_error_turn(const kb_spawn_error *e);
 
-/** Where a live rank was when a spawn stopped (KB_ETIMEDOUT, KB_EDIVERGED). */
+/** Where a live rank was when a spawn stopped (KB_ETIMEDOUT, KB_EDIVERGED,
+ *  KB_ENOMEM). */
 typedef enum kb_rank_where {
     KB_AT_START = 0,   /**< never ran */
     KB_AT_YIELD = 1,   /**< suspended in kb_yield */
@@ -551,8 +556,8 @@ typedef struct kb_live_rank {
     kb_handle handle;    /**< with KB_AT_WAIT: the handle */
 } kb_live_rank;
 
-/** Number of ranks that were live when the spawn stopped for KB_ETIMEDOUT
- *  or KB_EDIVERGED (0 otherwise). */
+/** Number of ranks that were live when the spawn stopped for KB_ETIMEDOUT,
+ *  KB_EDIVERGED or KB_ENOMEM (0 otherwise). */
 KB_API size_t kb_spawn_error_live_count(const kb_spawn_error *e);
 /** The i-th of them, in rank order; NULL out of range. */
 KB_API const kb_live_rank *kb_spawn_error_live_get(const kb_spawn_error *e, size_t i);
@@ -565,15 +570,18 @@ KB_API void kb_spawn_error_free(kb_spawn_error *e);
  *
  * Returns 0 when every rank finished; when the spawn fails, after cancelling
  * every live rank, aborting the engine and clearing the queues:
- * KB_ESPAWN (a rank or the drain failed), KB_ETIMEDOUT (max_rounds reached)
- * or KB_EDIVERGED (a replayed schedule stopped matching), each with *err set
- * (err may be NULL; *err is NULL only if the report itself could not be
- * allocated). Before any rank ran: KB_EINVAL (NULL ctx/fn, nprocs < 0, bad
- * opts, a malformed replay file), KB_EPERM (called from a rank), KB_EBUSY
- * (ctx busy, or from an engine hook), KB_EAGAIN (a rank thread could not be
- * created), KB_ENOMEM, KB_EDIVERGED (a replay file recorded for another
- * nprocs; no report) or the negative errno of a record/replay/trace file
- * that cannot be opened. nprocs 0 is valid (no round, no drain). When it
+ * KB_ESPAWN (a rank or the drain failed), KB_ETIMEDOUT (max_rounds reached),
+ * KB_EDIVERGED (a replayed schedule stopped matching) or KB_ENOMEM (checking
+ * a round against a replayed schedule ran out of memory), each with *err
+ * set (err may be NULL; *err is NULL only if the report itself could not
+ * be allocated). Before any rank ran, with *err NULL: KB_EINVAL (NULL
+ * ctx/fn, nprocs < 0, bad opts, a malformed replay file), KB_EPERM (called
+ * from a rank), KB_EBUSY (ctx busy, or from an engine hook), KB_ENOTSUP
+ * (an affinity option the library cannot honour, see kb_features()),
+ * KB_EAGAIN (a rank thread could not be created), KB_ENOMEM, KB_EDIVERGED
+ * (a replay file recorded for another nprocs, or with fewer recordings
+ * than this process's spawns) or the negative errno of a record/replay/trace
+ * file that cannot be opened. nprocs 0 is valid (no round, no drain). When it
  * returns no rank runs or waits any more.
  */
 KB_API int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
@@ -592,9 +600,10 @@ KB_API int kb_start(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_
  * Drive rounds on the calling thread (any thread, one at a time) until every
  * rank finished (1), the timeout passed at the end of a round, after its
  * drain (0; at least one round per call), or failure (KB_ESPAWN,
- * KB_ETIMEDOUT or KB_EDIVERGED, with *err set, as for kb_spawn). timeout_ms < 0: no limit. Once finished it
- * returns the same result again with *err NULL. KB_EINVAL for a NULL pc, KB_EPERM from a rank, KB_EBUSY from
- * an engine hook or while another thread is joining.
+ * KB_ETIMEDOUT, KB_EDIVERGED or KB_ENOMEM, with *err set, as for kb_spawn).
+ * timeout_ms < 0: no limit. Once finished it returns the same result again
+ * with *err NULL. KB_EINVAL for a NULL pc, KB_EPERM from a rank, KB_EBUSY
+ * from an engine hook or while another thread is joining.
  *
  * A timed join costs what kb_spawn costs: ranks hand the baton on across
  * rounds with nothing to drain without waking the driver, which sleeps

@@ -34,17 +34,21 @@
  * the owner may free its slot (kb__slot_destroy, then free) as soon as a
  * wait has returned 0, whatever the poster is still doing.
  *
- * A nudge (KB_AFFINITY_SPREAD) tells the owner that the baton is on its
- * way, without posting: it sets NUDGED and, if the owner sleeps, takes its
- * sleep flag down and wakes it. An owner that finds NUDGED (awake, or woken
- * by it) clears it and watches the word for a while on its own CPU before
- * it sleeps again, so a post arriving meanwhile needs no wake-up. A nudge
+ * A nudge tells the owner that the baton is on its way, without posting:
+ * it sets NUDGED and, if the owner sleeps, takes its sleep flag down and
+ * wakes it. An owner that finds NUDGED (awake, or woken by it) clears it
+ * and watches the word for a while before it sleeps again (pausing between
+ * looks when it has a CPU of its own, as under KB_AFFINITY_SPREAD; yielding
+ * between them when unpinned, as the default wait policy's nudges are:
+ * struct kb_wait_budget's watch), so a post arriving meanwhile needs no
+ * wake-up. Who nudges whom is the wait policy's choice
+ * (baton_wait_policy.c) and the round loop's (kb__nudge_target). A nudge
  * never moves the count, so it cannot hand out the baton. A nudger may come
  * after the baton has moved on (it nudges after its own post), so unlike a
  * poster it may write the word while its owner holds the baton; every
  * write is an atomic read-modify-write, so all land, and a stale NUDGED
  * costs one spurious watch. Whoever frees a slot that may still be nudged
- * waits for the nudgers first (sched.c, exited workers).
+ * waits for the nudgers first (round_loop.c: kb__wait_nudges).
  *
  * Waking wakes only the slot's owner: no broadcast, no herd, O(1) in the
  * number of ranks.
@@ -106,7 +110,7 @@ void kb__slot_wait(struct kb_slot *s);
  * nanoseconds before it sleeps again, pausing between looks, or yielding
  * with KB_WATCH_YIELD (an unpinned owner may share a CPU with the holder).
  * All zero: sleep at once. The policy that picks the figures is
- * wait_policy.c's. */
+ * baton_wait_policy.c's. */
 #define KB_WATCH_YIELD 0x80000000u
 #define KB_WATCH_NS    0x7fffffffu
 struct kb_wait_budget {
@@ -116,16 +120,16 @@ struct kb_wait_budget {
 };
 /* Owner only: wait as b says, then hold the baton. */
 void kb__slot_wait_budget(struct kb_slot *s, const struct kb_wait_budget *b);
+/* Owner only: kb__slot_wait, but give up at the absolute CLOCK_MONOTONIC
+ * time deadline: 0 = posted (the caller holds the baton), -1 = timed out
+ * (it does not; call again). */
+int kb__slot_wait_until(struct kb_slot *s, const struct timespec *deadline);
+/* Owner only: up to max_ns of yielding looks, then kb__slot_wait_until. */
+int kb__slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline);
 /* Tell the owner the baton is on its way, waking it if it sleeps, without
  * posting (see above). Any thread; the slot must stay allocated until the
  * call returns. */
 void kb__slot_nudge(struct kb_slot *s);
-/* Owner only: the same, but give up at the absolute CLOCK_MONOTONIC time
- * deadline: 0 = posted (the caller holds the baton), -1 = timed out (it
- * does not; call again). */
-int kb__slot_wait_until(struct kb_slot *s, const struct timespec *deadline);
-/* Owner only: up to max_ns of yielding looks, then kb__slot_wait_until. */
-int kb__slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct timespec *deadline);
 
 /* Between the baton's files. The implementation's wait after the looks:
  * take a post or sleep until one (or the deadline, if not NULL: -1); after

@@ -12,6 +12,8 @@
  * too. Everything in the handler is async-signal-safe (write, backtrace
  * after a warm-up, sigaction, raise).
  */
+#include "crash.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>

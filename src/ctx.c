@@ -9,6 +9,7 @@
 #include "alloc.h"
 #include "annotate.h"
 #include "clock.h"
+#include "rank.h"
 #include "run.h"
 #include "timeline.h"
 #include "worker.h"

@@ -77,15 +77,6 @@ void kb__engine_bind(kb_ctx *ctx, int rank);
 void kb__engine_abort(kb_ctx *ctx);
 int kb__in_hook(void);
 
-/* Driver-side wait: the fast path, then the engine, then mark completed.
- * Never enqueues. */
-int kb__driver_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin);
-
-/* Run both drain phases until both queues are empty. 0, or the first
- * nonzero engine code (KB_ENOMEM if a completion could not be recorded)
- * with *failed the handle it came from. Driver only. */
-int kb__drain(kb_ctx *ctx, kb_handle *failed, kb_wait_origin *failed_origin);
-
 static inline int kb__handle_valid(kb_handle h)
 {
     return h != KB_HANDLE_RESERVED_LOW && h != KB_HANDLE_RESERVED_HIGH;

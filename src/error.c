@@ -14,14 +14,14 @@
 #include "timeline.h"
 
 struct kb_spawn_error {
-    int code;              /* KB_ESPAWN, KB_ETIMEDOUT or KB_EDIVERGED */
+    int code;              /* KB_ESPAWN, KB_ETIMEDOUT, KB_EDIVERGED or KB_ENOMEM */
     kb_rank_error *errors; /* insertion order */
     size_t count;
     char *message;
     int drain_code;
     kb_handle drain_handle;
     uint64_t turn;      /* KB_EDIVERGED */
-    kb_live_rank *live; /* KB_ETIMEDOUT, KB_EDIVERGED: rank order */
+    kb_live_rank *live; /* all but KB_ESPAWN: rank order */
     size_t nlive;
 };
 
@@ -76,9 +76,9 @@ static const char *where_text(kb_rank_where w)
 }
 
 /* KB_ESPAWN: "spawn failed on ranks [1, 3]" + the drain failure + the first
- * failed rank. KB_ETIMEDOUT / KB_EDIVERGED: what stopped the spawn, the
- * live ranks' suspension points, then any rank that failed while they were
- * cancelled. */
+ * failed rank. KB_ETIMEDOUT / KB_EDIVERGED / KB_ENOMEM: what stopped the
+ * spawn, the live ranks' suspension points, then any rank that failed
+ * while they were cancelled. */
 static char *build_message(const struct kb_run *run)
 {
     const kb_rank_error *errors = run->failure.errors;

@@ -19,7 +19,7 @@ struct kb_rank;
  * driver the rest), read by the driver once the run stopped. */
 struct kb_failure {
     int failed; /* the run failed (cancel/abort/clear already done) */
-    int code;   /* what kb_spawn returns for it: KB_ESPAWN, KB_ETIMEDOUT, KB_EDIVERGED */
+    int code;   /* what kb_spawn returns for it: KB_ESPAWN, KB_ETIMEDOUT, KB_EDIVERGED, KB_ENOMEM */
     /* the ranks' failures in insertion order; capacity nprocs (each rank
      * at most once: kb_rank.failed) */
     kb_rank_error *errors;
@@ -28,8 +28,8 @@ struct kb_failure {
     kb_handle drain_handle;
     kb_wait_origin drain_origin;
     uint64_t diverged_turn; /* with KB_EDIVERGED */
-    char *detail;           /* with KB_ETIMEDOUT / KB_EDIVERGED: what happened */
-    kb_live_rank *live;     /* with KB_ETIMEDOUT / KB_EDIVERGED: the live ranks then */
+    char *detail;           /* all but KB_ESPAWN: what happened */
+    kb_live_rank *live;     /* all but KB_ESPAWN: the live ranks then */
     size_t nlive;
 };
 

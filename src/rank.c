@@ -12,6 +12,8 @@
  * drain: kb__round_boundary) and in rank_finish() (likewise, or to the
  * driver when it failed or was being cancelled).
  */
+#include "rank.h"
+
 #include <ck_pr.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -19,6 +21,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "crash.h"
+#include "round_loop.h"
 #include "run.h"
 #include "system.h"
 #include "timeline.h"
@@ -51,7 +55,7 @@ static struct kb_slot *pass_on(struct kb_rank *rk)
 }
 
 /* After pass_on, without the baton: nudge and drop w's nudging mark. Until
- * it drops, the driver frees no worker (sched.c: kb__wait_nudges), neither
+ * it drops, the driver frees no worker (round_loop.c: kb__wait_nudges), neither
  * an exited one mid-spawn nor any at the spawn's end, so the nudged slot
  * stays allocated. w is the caller's own worker, taken before pass_on:
  * the rank record may be gone once the mark is down. */
@@ -236,7 +240,7 @@ int kb_barrier(void)
      * the code after the barrier in that round's order. A waiter whose turn
      * comes later in the opening round suspends once more. While this rank
      * waits the next generation cannot open (this rank has not arrived
-     * there), so barrier_open_round is its own barrier's. */
+     * there), so barrier.open_round is its own barrier's. */
     do {
         int rc = rank_suspend(rk, KB_SUSP_BARRIER, 0);
         if (rc != 0)

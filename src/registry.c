@@ -7,6 +7,8 @@
  * and the exported debug descriptor (debug_offsets.h) points at them for
  * builds without one.
  */
+#include "registry.h"
+
 #include <ck_sequence.h>
 #include <pthread.h>
 

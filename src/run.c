@@ -10,14 +10,17 @@
 
 #include "alloc.h"
 #include "annotate.h"
+#include "baton_wait_policy.h"
+#include "crash.h"
 #include "error.h"
-#include "order.h"
+#include "registry.h"
+#include "round_loop.h"
 #include "run.h"
 #include "run_files.h"
 #include "spawn_options.h"
 #include "stats.h"
+#include "strategy.h"
 #include "system.h"
-#include "wait_policy.h"
 #include "watchdog.h"
 
 /* Hand every rank's worker back, in reverse rank order so that the next

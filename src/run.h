@@ -10,7 +10,7 @@
  * every write before the post with every read after the wait.
  *
  * What a thread does without the baton touches no (B) field: a waiting
- * thread looks at its own slot (spinning or yielding, wait_policy.c) and
+ * thread looks at its own slot (spinning or yielding, baton_wait_policy.c) and
  * sleeps on it; a rank that has just posted may nudge the slot of the
  * holder after next (kb__nudge_target), raising its worker's nudging mark
  * while it does; a parked worker looks at its own slot; a rank after its
@@ -21,7 +21,6 @@
 #ifndef KB_RUN_H
 #define KB_RUN_H
 
-#include <pthread.h>
 #include <sys/types.h>
 #include <stdint.h>
 #include <time.h>
@@ -30,7 +29,7 @@
 #include "ctx.h"
 #include "error.h"
 #include "kbthreads.h"
-#include "order.h"
+#include "strategy.h"
 #include "run_files.h"
 #include "spawn_options.h"
 #include "stats.h"
@@ -85,7 +84,7 @@ struct kb_rank {
 struct kb_process_context {
     kb_ctx *ctx;
     struct kb_run *run;   /* NULL once finished */
-    int result;           /* once finished: 1, KB_ESPAWN, KB_ETIMEDOUT or KB_EDIVERGED */
+    int result;           /* once finished: 1 or what kb__sched_round stopped with */
     kb_spawn_stats final; /* once finished: the totals (no per-rank arrays) */
 };
 
@@ -97,7 +96,7 @@ struct kb_run {
     kb_cancel_mode cancel_mode;
     size_t stack_size;
     struct kb_rank *ranks;
-    /* (B) scheduler fields (sched.c, rank.c) */
+    /* (B) scheduler fields (round_loop.c, rank.c) */
     int holder;        /* KB_DRIVER or a rank index */
     int nlive;         /* number of not-finished ranks */
     int *order;        /* this round's ranks in visiting order (capacity nprocs) */
@@ -106,7 +105,7 @@ struct kb_run {
     uint64_t round_t0; /* with a timeline: when the current round began */
     int stop;          /* enum kb_stop, written by the rank handing to the driver */
     int failed_rank;   /* with KB_STOP_FAILED */
-    /* the barrier (sched.c: kb__barrier_check, rank.c: kb_barrier): arrivals
+    /* the barrier (round_loop.c: kb__barrier_check, rank.c: kb_barrier): arrivals
      * at the current generation; the generation, which grows by one each
      * time it opens; and the round it last opened in. A waiter leaves once
      * the generation it arrived at has passed and a later round has begun. */
@@ -117,10 +116,10 @@ struct kb_run {
     } barrier;
     struct kb_failure failure;   /* (B) error.h */
     struct kb_counters counters; /* (B) stats.h */
-    struct kb_strategy strategy; /* (B) once running; order.h */
-    /* A timed kb_join (spawn.c, sched.c). timed and deadline are the
+    struct kb_strategy strategy; /* (B) once running; strategy.h */
+    /* A timed kb_join (spawn.c, round_loop.c). timed and deadline are the
      * driver's. due is a ck_pr word, the one scheduler field written
-     * without the baton: the driver sets it while ranks run (sched.c:
+     * without the baton: the driver sets it while ranks run (round_loop.c:
      * driver_wait) once the deadline passed, and clears it at the start of
      * each kb_join, holding the baton; ranks only read it, and a rank
      * ending a round hands the baton to the driver while it is set
@@ -132,7 +131,7 @@ struct kb_run {
     } join;
     /* How a suspended rank waits for its next turn, and how long the
      * driver, and a worker whose rank finished, look at their slots before
-     * they sleep (wait_policy.c). Fixed for the spawn. rank_wait.watch is
+     * they sleep (baton_wait_policy.c). Fixed for the spawn. rank_wait.watch is
      * non-zero exactly when ranks nudge the holder after next
      * (kb__nudge_target). */
     struct kb_wait_budget rank_wait;
@@ -146,9 +145,6 @@ struct kb_run {
         struct kb_run *prev, *next;
     } registry;
 };
-
-/* The rank the calling thread runs, or NULL. */
-struct kb_rank *kb__self(void);
 
 /* Create a run (run.c): resolve its options and the environment's
  * (spawn_options.c), open its files (run_files.c), give every rank a
@@ -166,72 +162,5 @@ int kb__run_create(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_s
  * unwound were joined already) and free the run. Every rank must be
  * finished. Driver, owning ctx. */
 void kb__run_destroy(struct kb_run *run);
-
-/* The CPU a rank's thread is pinned to under the run's affinity option,
- * -1 for none. */
-int kb__wanted_cpu(const struct kb_run *run, int rank);
-/* With nudges (run->rank_wait.watch): the slot of the holder after next,
- * which the thread handing the baton from self to next wakes ahead of its
- * turn once it has posted, or NULL for none (sched.c). */
-struct kb_slot *kb__nudge_target(const struct kb_run *run, int self, int next);
-
-/* Driver, holding the baton: wait until no rank is between its post and
- * the end of its nudge (rank.c), so that every worker may be freed. Ranks
- * raise their nudging mark only while they hold the baton, so none starts
- * meanwhile. Costs N loads when nothing is in flight. */
-void kb__wait_nudges(struct kb_run *run);
-
-/* Hand the baton to `to` (KB_DRIVER or a rank). Caller holds the baton. */
-void kb__handoff(struct kb_run *run, int to);
-
-/* Driver: run one round and its drain. 1 = every rank has finished (after
- * this round's drain, or at once if none was live); 0 = a round ran and
- * ranks remain. The run stopped (its live ranks cancelled, the engine
- * aborted, the queues cleared) with: KB_ESPAWN = a rank or the drain
- * failed; KB_ETIMEDOUT = max_rounds reached; KB_EDIVERGED = the program
- * left the schedule being replayed (run->failure.detail says how). */
-int kb__sched_round(struct kb_run *run);
-/* Driver: cancel every not-finished rank in rank order, abort the engine,
- * clear both queues, mark the run failed. */
-void kb__sched_cancel_all(struct kb_run *run);
-
-/* Rank rk's function ended: it is no longer live. Baton holder only. */
-void kb__rank_retire(struct kb_run *run, struct kb_rank *rk);
-/* Open the barrier when every live rank has arrived: the next generation,
- * opened in the current round. Baton holder only. */
-void kb__barrier_check(struct kb_run *run);
-/* The next holder after the current rank's turn: the next rank of the
- * round's order, or KB_DRIVER at the end of the round. Baton holder. */
-int kb__next_in_round(struct kb_run *run);
-/* At the end of a round, on the rank that ends it: when the driver has
- * nothing to do (nothing to drain, ranks still live, no limit or replay to
- * check, no timed kb_join whose deadline passed), run the round boundary
- * here (the empty drain, the next round's order) and return the next
- * round's first rank; else KB_DRIVER. */
-int kb__round_boundary(struct kb_run *run);
-/* Driver, in a timed kb_join: the deadline at which to set join.due, or
- * NULL when there is none (not timed, or set already). */
-const struct timespec *kb__join_deadline(const struct kb_run *run);
-/* Driver, after a timed wait returned without the baton: set join.due if
- * the deadline has passed. */
-void kb__join_expire(struct kb_run *run);
-
-/* Rank side of kb_wait (rk is the calling rank). */
-int kb__rank_wait(struct kb_rank *rk, kb_handle h);
-
-/* The registry of live runs, which debuggers walk (the gdb extension reads
- * kb_live_runs). Driver only; the lock orders it with other drivers. */
-void kb__registry_add(struct kb_run *run);
-void kb__registry_remove(struct kb_run *run);
-
-/* The crash report (crash.c). */
-void kb__crash_report_install(void);
-/* Worker thread: run signal handlers on its own alternate stack. */
-void kb__crash_altstack(struct kb_worker *w);
-
-/* Worker thread, holding the baton for rk's first turn: run the rank's
- * function to its end (rank.c). Returns only if the function returned;
- * an unwinding rank ends the thread. */
-void kb__rank_run(struct kb_worker *w, struct kb_rank *rk);
 
 #endif

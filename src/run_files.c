@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "order.h"
 #include "run.h"
 #include "run_files.h"
-#include "schedule.h"
+#include "schedule_file.h"
+#include "strategy.h"
 #include "timeline.h"
 
 /* A path from the options, else the environment's (empty = unset). */

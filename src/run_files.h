@@ -3,7 +3,7 @@
  * The files a run reads and writes: the schedule it records (record_path,
  * KB_RECORD), the one it replays (replay_path, KB_REPLAY) and its timeline
  * (trace_path, KB_TRACE). Opened before any rank runs, so a bad path fails
- * the spawn at once; written as the run goes (schedule.c, timeline.c).
+ * the spawn at once; written as the run goes (schedule_file.c, timeline.c).
  */
 #ifndef KB_RUN_FILES_H
 #define KB_RUN_FILES_H

@@ -2,7 +2,7 @@
 /*
  * The driver's entry points: kb_spawn, kb_start, kb_join,
  * kb_process_context_free and kb_process_context_stats. Each checks its
- * caller, takes the ctx (ctx.h) and drives rounds (sched.c) of a run
+ * caller, takes the ctx (ctx.h) and drives rounds (round_loop.c) of a run
  * created and destroyed by run.c.
  */
 #include <ck_pr.h>
@@ -12,8 +12,10 @@
 #include "alloc.h"
 #include "clock.h"
 #include "error.h"
+#include "rank.h"
+#include "round_loop.h"
 #include "run.h"
-#include "schedule.h"
+#include "schedule_file.h"
 #include "spawn_options.h"
 #include "stats.h"
 #include "system.h"
@@ -73,7 +75,7 @@ int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
     while ((rc = kb__sched_round(run)) == 0)
         ;
     unpin_driver(&pin);
-    if (rc != 1) { /* KB_ESPAWN, KB_ETIMEDOUT, KB_EDIVERGED */
+    if (rc != 1) { /* KB_ESPAWN, KB_ETIMEDOUT, KB_EDIVERGED, KB_ENOMEM */
         if (err)
             *err = kb__spawn_error_build(run);
     } else {
@@ -119,12 +121,12 @@ int kb_start(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
     return 0;
 }
 
-/* Drive rounds until the run ends (1, KB_ESPAWN, KB_ETIMEDOUT or
- * KB_EDIVERGED), or, in a timed kb_join, until a round's drain ends past
- * the deadline (0). A timeout is checked after each round's drain, on the
+/* Drive rounds until the run ends (1, or what kb__sched_round stopped it
+ * with), or, in a timed kb_join, until a round's drain ends past the
+ * deadline (0). A timeout is checked after each round's drain, on the
  * driver. Ranks run round boundaries themselves meanwhile, as in kb_spawn,
- * until the driver raises join.due at the deadline (sched.c: driver_wait);
- * a zero timeout raises it at once: exactly one round. */
+ * until the driver raises join.due at the deadline (round_loop.c:
+ * driver_wait); a zero timeout raises it at once: exactly one round. */
 static int join_rounds(struct kb_run *run, long timeout_ms)
 {
     run->join.timed = timeout_ms >= 0;
@@ -148,7 +150,7 @@ static void join_finish(kb_process_context *pc, int rc, kb_spawn_error **err)
     struct kb_run *run = pc->run;
     if (rc != 1 && err)
         *err = kb__spawn_error_build(run);
-    pc->result = rc; /* 1, KB_ESPAWN, KB_ETIMEDOUT or KB_EDIVERGED */
+    pc->result = rc; /* 1, or what kb__sched_round stopped the run with */
     kb__stats_fill(run, &pc->final);
     pc->run = NULL;
     pc->ctx->run = NULL;

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 
 #include "alloc.h"
-#include "order.h"
 #include "run.h"
 #include "spawn_options.h"
+#include "strategy.h"
 #include "system.h"
 
 #define KB_STR_(x) #x

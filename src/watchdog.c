@@ -20,6 +20,7 @@
 
 #include "annotate.h"
 #include "clock.h"
+#include "round_loop.h"
 #include "run.h"
 #include "system.h"
 

@@ -10,6 +10,7 @@
 #include "alloc.h"
 #include "annotate.h"
 #include "ctx.h"
+#include "rank.h"
 #include "run.h"
 #ifdef KB_HAVE_VALGRIND_H
 #include <valgrind/valgrind.h>

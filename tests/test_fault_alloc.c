@@ -9,7 +9,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -337,6 +339,74 @@ static void test_complete_under_alloc_failure_gives_enomem_or_marks(void **state
     batch_alloc_failure(OP_COMPLETE, 0);
 }
 
+/* A strict replay checks every round's live ranks against the recording;
+ * that check allocates. When its allocation fails the spawn stops with
+ * KB_ENOMEM and a report saying so, never with KB_EDIVERGED: running out
+ * of memory is not the program leaving the recording. */
+#define REPLAY_RANKS  3
+#define REPLAY_YIELDS 2
+
+static int yielding_rank(int rank, void *arg)
+{
+    (void)rank;
+    int *calls = arg;
+    (*calls)++;
+    for (int i = 0; i < REPLAY_YIELDS; i++) {
+        int rc = kb_yield();
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void test_replay_alloc_failure_gives_enomem_not_a_divergence(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/kb-fault-replay-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    /* REPLAY_YIELDS + 1 rounds, every rank live in each. */
+    assert_int_equal(kbt_spit(path, "kbthreads-schedule 1\nnprocs 3\nschedule seeded 7\n"
+                                    "round 1 2 0 1\nround 2 1 2 0\nround 3 0 2 1\nend ok\n"),
+                     0);
+    kb_ctx *ctx = NULL;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    kb_spawn_opts o = {.replay_path = path};
+    int calls = 0;
+    assert_int_equal(kb_spawn(ctx, yielding_rank, &calls, REPLAY_RANKS, &o, NULL), 0);
+    int midrun = 0;
+    long nth;
+    for (nth = 1; nth < MAX_NTH; nth++) {
+        calls = 0;
+        kb_spawn_error *err = NULL;
+        kb__fault_arm(KB_FAULT_ALLOC, nth);
+        int rc = kb_spawn(ctx, yielding_rank, &calls, REPLAY_RANKS, &o, &err);
+        long seen = kb__fault_calls(KB_FAULT_ALLOC);
+        kb__fault_arm(KB_FAULT_ALLOC, 0);
+        if (rc == KB_EDIVERGED)
+            fail_msg("nth=%ld: out of memory reported as a divergence: %s", nth, kb_spawn_error_message(err));
+        if (rc != 0 && rc != KB_ENOMEM)
+            fail_msg("nth=%ld: kb_spawn returned %d (%s)", nth, rc, kb_strerror(rc));
+        if (rc == KB_ENOMEM && !err)
+            assert_int_equal(calls, 0); /* before any rank ran: no report */
+        if (rc == KB_ENOMEM && err) {   /* stopped once the ranks existed (calls: maybe none ran) */
+            midrun++;
+            assert_non_null(err);
+            assert_int_equal(kb_spawn_error_code(err), KB_ENOMEM);
+            assert_non_null(strstr(kb_spawn_error_message(err), "out of memory"));
+            assert_int_equal(kb_spawn_error_live_count(err), REPLAY_RANKS);
+        }
+        kb_spawn_error_free(err);
+        if (seen < nth)
+            break;
+    }
+    assert_true(nth < MAX_NTH);
+    assert_true(midrun >= 1);
+    assert_int_equal(kb_ctx_destroy(ctx), 0);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_enqueue_wait_alloc_failure_gives_enomem_and_no_entry),
         cmocka_unit_test(test_collective_submit_alloc_failure_gives_enomem_and_no_entry),
         cmocka_unit_test(test_complete_under_alloc_failure_gives_enomem_or_marks),
+        cmocka_unit_test(test_replay_alloc_failure_gives_enomem_not_a_divergence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "debug_offsets.h"
+#include "rank.h"
 #include "run.h"
 
 static const struct kb_debug_field *entry(const char *name)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The wait policy (src/wait_policy.c): which looks a waiting thread takes
+ * The wait policy (src/baton_wait_policy.c): which looks a waiting thread takes
  * before it sleeps, and whether ranks nudge ahead, for each affinity
  * option, rank count, CPU count (the calling thread's mask, set here) and
  * KB_WAIT_POLICY. Only the choice is tested here; that every choice gives
@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "run.h"
-#include "wait_policy.h"
+#include "baton_wait_policy.h"
 
 #ifdef KB_HAVE_VALGRIND_H
 #include <valgrind/valgrind.h>

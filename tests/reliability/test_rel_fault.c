@@ -352,10 +352,18 @@ static void step_spawn_replay(struct fault_run *R, struct prog *P)
          * run past a divergence unnoticed */
         CHECK(R, R->faults_seen > 0, "replay of a fault-free recording returned %d", rc);
         R->faults_seen++;
+    } else if (rc == KB_ENOMEM && P->binds > 0) {
+        /* checking a round against the recording ran out of memory once
+         * the ranks were bound: the spawn stopped as out of memory (engine
+         * aborted, queues cleared), never as a divergence */
+        CHECK(R, R->kind == KB_FAULT_ALLOC, "replay: KB_ENOMEM after ranks ran without an allocation fault");
+        CHECK(R, !err || kb_spawn_error_code(err) == KB_ENOMEM, "replay: KB_ENOMEM with a report of code %d",
+              kb_spawn_error_code(err));
+        R->faults_seen++;
     } else {
         check_not_started(R, P, "replay", rc);
     }
-    if (rc == 0 || rc == KB_ESPAWN || rc == KB_EDIVERGED)
+    if (rc == 0 || rc == KB_ESPAWN || rc == KB_EDIVERGED || rc == KB_ENOMEM)
         check_queues_empty(R, P, "replay");
     kb_spawn_error_free(err);
     check_threads(R, "replay");

@@ -14,7 +14,10 @@
  * the outer loop repeats when an engine wait queued new work. The driver
  * holds the baton throughout, so hooks may use the ctx freely.
  */
+#include "round_drain.h"
+
 #include "ctx.h"
+#include "handle_calls.h"
 
 int kb__drain(kb_ctx *ctx, kb_handle *failed, kb_wait_origin *failed_origin)
 {

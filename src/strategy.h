@@ -6,8 +6,8 @@
  * in rank order when called. Baton holder only (the driver, or the rank
  * running a round boundary), once per round, in round order.
  */
-#ifndef KB_ORDER_H
-#define KB_ORDER_H
+#ifndef KB_STRATEGY_H
+#define KB_STRATEGY_H
 
 #include <stdint.h>
 

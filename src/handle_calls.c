@@ -2,9 +2,12 @@
 /* Waits, completions and the pending queues: the calls both ranks and the
  * driver side make on a ctx. Each checks its arguments, then who is calling
  * (ctx.h's ownership rule), then acts. */
+#include "handle_calls.h"
+
 #include <stddef.h>
 
 #include "ctx.h"
+#include "rank.h"
 #include "run.h"
 #include "timeline.h"
 

@@ -5,8 +5,8 @@
  * wake the holder after next ahead of its turn (a nudge). It decides only
  * speed, never an order: every choice gives the same schedule.
  */
-#ifndef KB_WAIT_POLICY_H
-#define KB_WAIT_POLICY_H
+#ifndef KB_BATON_WAIT_POLICY_H
+#define KB_BATON_WAIT_POLICY_H
 
 struct kb_run;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The wait policy (wait_policy.h). What it weighs, measured on 2-vCPU KVM
+ * The wait policy (baton_wait_policy.h). What it weighs, measured on 2-vCPU KVM
  * guests: docs/design.md ("Waiting for the baton: the wait policy") has the cost model and every
  * lever tried; the figures behind each choice below are in
  * docs/benchmarks.md (make bench-report), not copied here, where they
@@ -43,7 +43,7 @@
  * holder). Under Valgrind, which runs one thread at a time, nothing
  * looks: every wait sleeps at once.
  */
-#include "wait_policy.h"
+#include "baton_wait_policy.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Recorded schedules: writing (record) and reading (replay). See schedule.h. */
-#include "schedule.h"
+/* The schedule file: writing a recording (record) and reading one back
+ * (replay). See schedule_file.h; the replay checks are replay_check.c. */
+#include "schedule_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +12,6 @@
 
 #include "alloc.h"
 #include "kbthreads.h"
-#include "sort.h"
 #include "strbuf.h"
 
 /* The record is written as the spawn runs: lines are appended to a buffer
@@ -334,25 +334,4 @@ int kb__replay_round(const struct kb_replay *r, uint64_t round, const int **orde
 uint64_t kb__replay_rounds(const struct kb_replay *r)
 {
     return r->nrounds;
-}
-
-int *kb__replay_sorted(const int *a, int n)
-{
-    int *s = kb__malloc((size_t)(n > 0 ? n : 1) * sizeof *s);
-    if (!s)
-        return NULL;
-    memcpy(s, a, (size_t)n * sizeof *s);
-    kb__sort_ints(s, (size_t)n);
-    return s;
-}
-
-int kb__replay_same_ranks(const int *a, int na, const int *b, int nb)
-{
-    if (na != nb)
-        return 0;
-    int *sa = kb__replay_sorted(a, na), *sb = kb__replay_sorted(b, nb);
-    int same = sa && sb && memcmp(sa, sb, (size_t)na * sizeof *sa) == 0;
-    free(sa);
-    free(sb);
-    return same;
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Round orders of the exploring strategies; see order.h and
+/* Round orders of the exploring strategies; see strategy.h and
  * docs/scheduling.md, which gives every draw so that tools can predict
  * them. */
-#include "order.h"
+#include "strategy.h"
 
 #include <stdio.h>
 #include <stdlib.h>

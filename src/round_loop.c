@@ -1,36 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The scheduler loop, driver side: rounds, the drain after each round, and
- * the failure path (cancel every live sibling in rank order, abort the
- * engine, clear both queues). Also the baton handoff and the round's order,
- * which ranks use to find the next holder.
+ * The round loop (round_loop.h), driver side: rounds, the drain after each
+ * round (round_drain.c), and the failure path (cancel every live sibling in
+ * rank order, abort the engine, clear both queues). Also the baton handoff
+ * and the round's order, which ranks use to find the next holder.
  *
  * A round: the driver builds the round's order (the live ranks in rank
- * order, a strategy's permutation of them (order.c), or the recorded order
- * of a replay) and hands the baton to its first rank; each rank, when it suspends or
- * finishes, hands it straight to the next rank of the order. The last one
- * hands it back to the driver when the round's drain has work (or the
- * spawn ends, or a limit or replay needs checking); otherwise it does the
- * round boundary itself (an empty drain, the next round's order) and hands
- * the baton straight to the next round's first rank. So a turn costs one
- * handoff and a round with nothing to drain none more. A failing rank
- * hands the baton to the driver at once, which skips the rest of the round
- * and the drain.
+ * order, a strategy's permutation of them (strategy.c), or the recorded
+ * order of a replay, checked by replay_check.c) and hands the baton to its
+ * first rank; each rank, when it suspends or finishes, hands it straight
+ * to the next rank of the order. The last one hands it back to the driver
+ * when the round's drain has work (or the spawn ends, or a limit or replay
+ * needs checking); otherwise it does the round boundary itself (an empty
+ * drain, the next round's order) and hands the baton straight to the next
+ * round's first rank. So a turn costs one handoff and a round with nothing
+ * to drain none more. A failing rank hands the baton to the driver at
+ * once, which skips the rest of the round and the drain.
  */
+#include "round_loop.h"
+
 #include <ck_pr.h>
-#include <pthread.h>
 #include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "alloc.h"
-#include "order.h"
+#include "baton.h"
 #include "clock.h"
-#include "strbuf.h"
+#include "ctx.h"
+#include "queue.h"
+#include "replay_check.h"
+#include "round_drain.h"
 #include "run.h"
-#include "schedule.h"
+#include "schedule_file.h"
+#include "strategy.h"
+#include "strbuf.h"
 #include "timeline.h"
+#include "watchdog.h"
+#include "worker.h"
 
 void kb__handoff(struct kb_run *run, int to)
 {
@@ -118,7 +125,7 @@ void kb__join_expire(struct kb_run *run)
 
 /* Driver: take the baton back. In a timed kb_join the ranks run round
  * boundaries themselves as in kb_spawn; the driver sleeps no longer than
- * the join's deadline, then raises join_due, so that the rank ending the
+ * the join's deadline, then raises join.due, so that the rank ending the
  * current round hands the baton back (kb__round_boundary), and waits on.
  * No clock is read on the ranks' side. */
 static void driver_wait(struct kb_run *run)
@@ -195,8 +202,8 @@ void kb__sched_cancel_all(struct kb_run *run)
     run->failure.failed = 1;
 }
 
-/* The spawn stops with code (KB_ESPAWN, KB_ETIMEDOUT or KB_EDIVERGED):
- * remember where the live ranks were, then the failure path. */
+/* The spawn stops with code (KB_ESPAWN, KB_ETIMEDOUT, KB_EDIVERGED or
+ * KB_ENOMEM): remember where the live ranks were, then the failure path. */
 static int stop_run(struct kb_run *run, int code)
 {
     if (code != KB_ESPAWN) {
@@ -216,67 +223,17 @@ static int stop_run(struct kb_run *run, int code)
     }
     run->failure.code = code;
     if (run->files.record && code != KB_ESPAWN)
-        kb__record_end(run->files.record, "%s", code == KB_ETIMEDOUT ? "timeout" : "diverged");
+        kb__record_end(run->files.record, "%s",
+                       code == KB_ETIMEDOUT ? "timeout"
+                       : code == KB_ENOMEM  ? "out of memory"
+                                            : "diverged");
     kb__tl_instant(run, KB_DRIVER, KB_TL_STOP, 0, code);
     kb__sched_cancel_all(run);
     return code;
 }
 
-/* A rank list as "[0, 2, 3]" (malloc'd), or NULL. */
-static char *rank_list(const int *ranks, int n)
-{
-    struct kb_strbuf b = {0};
-    kb__strbuf_addf(&b, "[");
-    for (int i = 0; i < n; i++)
-        kb__strbuf_addf(&b, "%s%d", i ? ", " : "", ranks[i]);
-    kb__strbuf_addf(&b, "]");
-    return kb__strbuf_take(&b);
-}
-
-/* A replay that checks the program against it (not a partial schedule). */
-static int replay_strict(const struct kb_run *run)
-{
-    return run->files.replay && !kb__replay_partial(run->files.replay);
-}
-
-/* The replay's order for this round, run->order holding the live ranks in
- * rank order. 0, or KB_EDIVERGED with run->failure.detail set: the
- * recording ended, or its round has other live ranks than the program. */
-static int replay_order(struct kb_run *run, uint64_t round)
-{
-    const int *want;
-    int nwant;
-    struct kb_failure *f = &run->failure;
-    if (!kb__replay_round(run->files.replay, round, &want, &nwant)) {
-        f->diverged_turn = run->counters.turns + 1;
-        char *live = rank_list(run->order, run->norder);
-        f->detail =
-            kb__format("replay diverged at turn %llu (round %llu): the recording ends after round %llu, "
-                       "ranks %s are still live",
-                       (unsigned long long)f->diverged_turn, (unsigned long long)round,
-                       (unsigned long long)(round - 1), live ? live : "(out of memory)");
-        free(live);
-        return KB_EDIVERGED;
-    }
-    if (!kb__replay_same_ranks(want, nwant, run->order, run->norder)) {
-        f->diverged_turn = run->counters.turns + 1;
-        int *sorted = kb__replay_sorted(want, nwant);
-        char *live = rank_list(run->order, run->norder), *rec = rank_list(sorted ? sorted : want, nwant);
-        free(sorted);
-        f->detail = kb__format("replay diverged at turn %llu (round %llu): the recording has ranks %s live, "
-                               "the program %s",
-                               (unsigned long long)f->diverged_turn, (unsigned long long)round,
-                               rec ? rec : "(out of memory)", live ? live : "(out of memory)");
-        free(live);
-        free(rec);
-        return KB_EDIVERGED;
-    }
-    for (int i = 0; i < nwant; i++)
-        run->order[i] = want[i];
-    return 0;
-}
-
-/* Build this round's order. 0, or KB_EDIVERGED (run->failure.detail set). */
+/* Build this round's order. 0, or what kb__replay_order answers for a
+ * strict replay (KB_EDIVERGED, KB_ENOMEM; run->failure.detail set). */
 static int build_order(struct kb_run *run)
 {
     run->norder = 0;
@@ -290,7 +247,7 @@ static int build_order(struct kb_run *run)
         if (kb__replay_round(run->files.replay, round, &want, &nwant))
             kb__order_partial(run, want, nwant);
     } else if (run->files.replay) {
-        return replay_order(run, round);
+        return kb__replay_order(run, round);
     } else if (run->strategy.kind == KB_SCHED_SEEDED) {
         kb__order_seeded(run); /* the same seed, the same orders */
     } else if (run->strategy.kind == KB_SCHED_PCT) {
@@ -324,10 +281,10 @@ static void end_round(struct kb_run *run)
 int kb__round_boundary(struct kb_run *run)
 {
     /* Anything for the driver: a drain with work (the engine's hooks run
-     * on the driver), the end of the spawn, a round limit, a strict
-     * replay to check, or a timed kb_join whose deadline passed (join_due: one load
-     * of a word the driver writes at most once per join). */
-    if (ck_pr_load_int(&run->join.due) || replay_strict(run) || run->nlive == 0 ||
+     * on the driver), the end of the spawn, a round limit, a strict replay
+     * to check, or a timed kb_join whose deadline passed (join.due: one
+     * load of a word the driver writes at most once per join). */
+    if (ck_pr_load_int(&run->join.due) || kb__replay_strict(run) || run->nlive == 0 ||
         kb__queue_len(&run->ctx->waits) > 0 || kb__queue_len(&run->ctx->colls) > 0 ||
         (run->opt.max_rounds && run->counters.rounds >= run->opt.max_rounds))
         return KB_DRIVER;
@@ -350,16 +307,8 @@ int kb__round_boundary(struct kb_run *run)
  * the program did not run. */
 static int all_finished(struct kb_run *run)
 {
-    uint64_t rounds = run->counters.rounds;
-    if (!replay_strict(run) || kb__replay_rounds(run->files.replay) <= rounds)
-        return 1;
-    run->failure.diverged_turn = run->counters.turns + 1;
-    run->failure.detail =
-        kb__format("replay diverged at turn %llu (round %llu): every rank finished after "
-                   "round %llu, the recording has %llu rounds",
-                   (unsigned long long)run->failure.diverged_turn, (unsigned long long)(rounds + 1),
-                   (unsigned long long)rounds, (unsigned long long)kb__replay_rounds(run->files.replay));
-    return stop_run(run, KB_EDIVERGED);
+    int rc = kb__replay_check_end(run);
+    return rc == 0 ? 1 : stop_run(run, rc);
 }
 
 /* The drain after the ranks' part of a round: 0, or KB_ESPAWN when an
@@ -392,8 +341,9 @@ int kb__sched_round(struct kb_run *run)
                                          (unsigned long long)run->counters.rounds);
         return stop_run(run, KB_ETIMEDOUT);
     }
-    if (build_order(run) != 0)
-        return stop_run(run, KB_EDIVERGED);
+    int rc = build_order(run);
+    if (rc != 0)
+        return stop_run(run, rc);
     begin_round(run);
     struct kb_slot *ahead = kb__nudge_target(run, KB_DRIVER, run->order[0]);
     kb__handoff(run, run->order[0]);
@@ -409,7 +359,7 @@ int kb__sched_round(struct kb_run *run)
             kb__record_end(run->files.record, "failed rank %d", run->failed_rank);
         return stop_run(run, KB_ESPAWN);
     }
-    int rc = drain_round(run);
+    rc = drain_round(run);
     if (rc != 0 || run->nlive > 0)
         return rc;
     rc = all_finished(run);

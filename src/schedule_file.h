@@ -13,7 +13,8 @@
  *   drain 1 3                   (round number, engine waits in its drain)
  *   ...
  *   end ok                      (or: end failed rank 2 / end failed drain /
- *                                    end timeout / end diverged / end freed)
+ *                                    end timeout / end diverged /
+ *                                    end out of memory / end freed)
  *
  * A file may hold several recordings one after another (each from its
  * header line): one per spawn of a process that recorded through
@@ -21,8 +22,8 @@
  * the rounds it lists are forced, loosely (kb__replay_partial). Lines
  * starting with '#' and unknown keywords are ignored by the reader.
  */
-#ifndef KB_SCHEDULE_H
-#define KB_SCHEDULE_H
+#ifndef KB_SCHEDULE_FILE_H
+#define KB_SCHEDULE_FILE_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -58,10 +59,6 @@ int kb__replay_nprocs(const struct kb_replay *r);
  * round runs its listed ranks that are live in the listed order, then the
  * live ranks it does not list in rank order, and the run never diverges. */
 int kb__replay_partial(const struct kb_replay *r);
-/* 1 if the two lists hold the same ranks. */
-int kb__replay_same_ranks(const int *a, int na, const int *b, int nb);
-/* A sorted copy (malloc), or NULL. */
-int *kb__replay_sorted(const int *a, int n);
 void kb__replay_free(struct kb_replay *r);
 
 #endif
