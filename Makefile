@@ -37,6 +37,7 @@ help:
 	@echo "make fuzz       the libFuzzer entry point for FUZZ_TIME seconds"
 	@echo "make bench      every benchmark, optimised, side by side with floors and peers (minutes)"
 	@echo "make bench-report  make bench, then docs/benchmarks.md and its plots"
+	@echo "make bench-compare BENCH_OLD=a.json BENCH_NEW=b.json   two results files side by side"
 	@echo "make test-python PY=/path/to/python3.X   the binding built and its suite run on that CPython;"
 	@echo "                make test-pythons: on every CPython found from 3.10 up (part of make test)"
 	@echo "make docs       API reference (HTML, man) in $(BUILD)/docs, Doxygen warnings as errors"

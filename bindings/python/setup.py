@@ -46,12 +46,13 @@ VENDOR = "_vendor"
 # *.py files go, subfolders included, as a package.
 PACKAGED = [
     ("gdb/kbthreads_gdb.py", "kbthreads/kbthreads_gdb.py"),
-    ("tools/kbthreads-dump", "kbthreads/_dump.py"),
+    ("tools/kbthreads_tools", "kbthreads_tools"),  # the dump and the explorer (tools/)
+    ("gdb/kbthreads_gdb.py", "kbthreads_tools/kbthreads_gdb.py"),  # the dump's layout code
 ]
 # What CMake's KB_PYTHON_WHEEL build reads (folder: file name pattern); the
 # sdist carries these and PACKAGED's sources.
 CMAKE_INPUTS = {".": r"^CMakeLists\.txt$", "cmake": r"", "src": r"", "include": r"", "gdb": r"",
-                "bindings/python": r"^CMakeLists\.txt$", "bindings/python/kbthreads": r"\.c$"}
+                "bindings/python": r"^CMakeLists\.txt$", "bindings/python/kbthreads": r"\.[ch]$"}
 
 
 def _root() -> str:

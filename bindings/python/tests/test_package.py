@@ -46,7 +46,8 @@ def test_the_metadata_says_what_users_look_for():
 @installed
 def test_the_console_scripts_are_kbthreads_dump_and_explore():
     scripts = {e.name: e.value for e in dist.entry_points if e.group == "console_scripts"}
-    assert scripts == {"kbthreads-dump": "kbthreads._scripts:dump", "kbthreads-explore": "kbthreads._scripts:explore"}
+    assert scripts == {"kbthreads-dump": "kbthreads_tools.dump:main",
+                       "kbthreads-explore": "kbthreads_tools.explore.cli:main"}
 
 
 @installed
@@ -54,7 +55,7 @@ def test_the_package_is_typed_and_carries_its_compiled_part():
     files = {str(f) for f in dist.files}
     assert "kbthreads/py.typed" in files
     assert any(f.startswith("kbthreads/_accel.") and f.endswith(".so") for f in files)
-    assert {"kbthreads/_dump.py", "kbthreads/kbthreads_gdb.py"} <= files
+    assert {"kbthreads_tools/dump.py", "kbthreads_tools/explore/cli.py", "kbthreads_tools/kbthreads_gdb.py"} <= files
 
 
 @installed

@@ -16,7 +16,7 @@ SCHEDULE_ENV = ("KB_SCHED_SEED", "KB_SCHED_PCT", "KB_SCHED_EXHAUSTIVE", "KB_REPL
 # The one Python reader (read_schedule) and writer (write_partial) of the
 # files KB_RECORD writes and KB_REPLAY reads; other Python code (the tests
 # too) reads schedules through read_schedule. The library's reader,
-# src/schedule.c (kb__replay_open), is the authority on the format, and
+# src/schedule_file.c (kb__replay_open), is the authority on the format, and
 # docs/scheduling.md ("Record and replay") describes it for users. In short:
 # one section per spawn, each opened by the line "kbthreads-schedule 1",
 # then "spawn K" (the process's K-th spawn, when it spawned more than once),

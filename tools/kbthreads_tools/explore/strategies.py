@@ -13,7 +13,7 @@ def exhaustive_count(section: Section) -> int:
     """How many KB_SCHED_EXHAUSTIVE indices the library enumerates for a
     spawn recorded under KB_SCHED_EXHAUSTIVE=0:limit: (n!)^k, k the rounds
     its "schedule" line says it enumerates ("exhaustive 0 limit L rounds
-    k"). The library decides k (src/order.c); the explorer reads it rather
+    k"). The library decides k (src/strategy.c); the explorer reads it rather
     than work it out again. 1 when the spawn ran another schedule (one its
     code chose)."""
     words = section.schedule.split()
