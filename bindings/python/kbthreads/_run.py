@@ -11,7 +11,7 @@ import weakref
 from typing import TYPE_CHECKING, Callable
 
 from ._driving import _run_deferred
-from ._errors import KbError, LiveRank, RankFailure, SpawnDiverged, SpawnException, SpawnTimeout
+from ._errors import KbError, LiveRank, RankFailure, SpawnDiverged, SpawnException, SpawnStopped, SpawnTimeout
 from ._loader import accel as _accel
 from ._rank import Rank, _tls
 from ._threads import _forget_python_thread, _name_python_thread
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 _RC_FAILED = 1  # what a rank returns to the library when its body raised
 _JOIN_SLICE_MS = 50  # the driver returns to Python this often (Ctrl-C, timeouts)
-_STOPS = (_accel.KB_ESPAWN, _accel.KB_ETIMEDOUT, _accel.KB_EDIVERGED)  # kb_join's failures
 _WHERE = {_accel.KB_AT_START: "start", _accel.KB_AT_YIELD: "yield", _accel.KB_AT_WAIT: "wait", _accel.KB_AT_BARRIER: "barrier"}
 
 
@@ -145,7 +144,7 @@ class _Run:
                 if rc == 1:
                     self.free()
                     break
-                if rc in _STOPS and report is not None:
+                if rc < 0 and report is not None:  # a failure, the spawn stopped: see spawn_error
                     try:
                         exc, cause = spawn_error(self.ctx, self, report)
                     finally:
@@ -179,7 +178,10 @@ def spawn_error(ctx: Context, run: _Run, report: tuple) -> tuple[BaseException, 
                  for r, w, h in live]
         if code == _accel.KB_ETIMEDOUT:
             return SpawnTimeout(message, where, dict(recorded)), None
-        return SpawnDiverged(message, where, dict(recorded), turn), None
+        if code == _accel.KB_EDIVERGED:
+            return SpawnDiverged(message, where, dict(recorded), turn), None
+        # any other stop (KB_ENOMEM while the spawn ran, say): the base class
+        return SpawnStopped(message, where, dict(recorded)), None
     drain_exc = drain_h = drain_phase = None
     if drain_code != 0:
         stashed = ctx._stash.pop(drain_code, None)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Spawns the library stops with ranks still live: the round limit
 (KB_MAX_ROUNDS) and a replay that no longer matches (KB_REPLAY) raise
-SpawnStopped subclasses carrying the library's report and the live ranks."""
+SpawnStopped (or a subclass) carrying the library's report and the live ranks."""
 from __future__ import annotations
 
 import pytest
@@ -69,4 +69,22 @@ def test_a_replay_without_a_recording_for_the_spawn_raises_spawn_diverged(monkey
     with pytest.raises(kbthreads.SpawnDiverged) as ei:
         ctx.spawn(yields, (1,), nprocs=3)  # recorded with nprocs=2
     assert ei.value.live == [] and "no rank ran" in str(ei.value)
+    ctx.close()
+
+
+def test_a_stop_with_another_code_raises_spawn_stopped_itself():
+    """kb_join's other stop with a report (KB_ENOMEM while the spawn ran: the
+    library's fault tests cause it, tests/test_fault_alloc.c) is no timeout and
+    no divergence: the base class, with the report's text and live ranks."""
+    from types import SimpleNamespace
+
+    from kbthreads import _accel, _run
+
+    ctx = kbthreads.Context()
+    report = (_accel.KB_ENOMEM, "out of memory checking the replay", [], 0, 0,
+              [(1, _accel.KB_AT_YIELD, 0)], 0)
+    exc, cause = _run.spawn_error(ctx, SimpleNamespace(failures={}), report)
+    assert type(exc) is kbthreads.SpawnStopped and cause is None
+    assert exc.report == "out of memory checking the replay"
+    assert exc.live == [kbthreads.LiveRank(1, "yield", None)]
     ctx.close()
