@@ -45,7 +45,6 @@ VENDOR = "_vendor"
 # the repository, and so in _vendor/, -> path in the wheel). A folder's
 # *.py files go, subfolders included, as a package.
 PACKAGED = [
-    ("gdb/kbthreads_gdb.py", "kbthreads/kbthreads_gdb.py"),
     ("tools/kbthreads_tools", "kbthreads_tools"),  # the dump and the explorer (tools/)
     ("gdb/kbthreads_gdb.py", "kbthreads_tools/kbthreads_gdb.py"),  # the dump's layout code
 ]
