@@ -274,6 +274,11 @@ KB_API int kb_world_size(void);
 KB_API kb_ctx *kb_current_ctx(void);
 /** 1 once this rank has been cancelled, else 0 (also outside a rank). */
 KB_API int kb_cancelled(void);
+/** 1 while this thread is inside an engine hook (kb_engine's wait, bind or
+ *  abort, called by the library), else 0. A binding asks before a call that
+ *  a hook may not make (kb_spawn, kb_ctx_destroy: KB_EBUSY there), or before
+ *  a free it must defer, so it keeps no count of its own. */
+KB_API int kb_in_hook(void);
 
 /**
  * Give the baton to the next rank of the round (at the end of the round: to

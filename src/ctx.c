@@ -16,7 +16,8 @@
 
 /* A byte whose address identifies the calling thread while it lives. */
 static _Thread_local char tls_token;
-/* >0 while this thread is inside an engine hook. */
+/* >0 while this thread is inside an engine hook (hooks may nest: a
+ * driver-side kb_wait from a hook calls the wait hook again). */
 static _Thread_local int tls_hook_depth;
 
 uintptr_t kb__thread_token(void)
@@ -24,7 +25,7 @@ uintptr_t kb__thread_token(void)
     return (uintptr_t)&tls_token;
 }
 
-int kb__in_hook(void)
+int kb_in_hook(void)
 {
     return tls_hook_depth > 0;
 }
@@ -61,7 +62,7 @@ int kb_ctx_destroy(kb_ctx *ctx)
         return 0;
     if (kb__self())
         return KB_EPERM;
-    if (kb__in_hook())
+    if (kb_in_hook())
         return KB_EBUSY;
     if (kb__ctx_own_idle(ctx) != 0)
         return KB_EBUSY;

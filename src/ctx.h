@@ -71,11 +71,11 @@ void kb__ctx_disown(kb_ctx *ctx);
 uintptr_t kb__thread_token(void);
 
 /* Engine hooks. The hook depth of the calling thread is raised around each
- * call so kb_spawn/kb_start/kb_join/kb_ctx_destroy can refuse (KB_EBUSY). */
+ * call so kb_spawn/kb_start/kb_join/kb_ctx_destroy can refuse (KB_EBUSY);
+ * kb_in_hook (public, ctx.c) reads it. */
 int kb__engine_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin);
 void kb__engine_bind(kb_ctx *ctx, int rank);
 void kb__engine_abort(kb_ctx *ctx);
-int kb__in_hook(void);
 
 static inline int kb__handle_valid(kb_handle h)
 {

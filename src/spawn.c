@@ -27,7 +27,7 @@ static int check_driver_thread(void)
 {
     if (kb__self())
         return KB_EPERM;
-    if (kb__in_hook())
+    if (kb_in_hook())
         return KB_EBUSY;
     return 0;
 }
@@ -199,7 +199,7 @@ void kb_process_context_free(kb_process_context *pc)
         return;
     if (kb__self())
         program_error("kb_process_context_free() called from a rank");
-    if (kb__in_hook())
+    if (kb_in_hook())
         program_error("kb_process_context_free() called from an engine hook");
     kb_ctx *ctx = pc->ctx;
     if (kb__ctx_own(ctx) != 0)

@@ -90,11 +90,11 @@ static PyObject *accel_barrier(PyObject *mod, PyObject *unused)
 
 /* ---- module functions --------------------------------------------------------- */
 
-static PyObject *accel_get_hook_depth(PyObject *mod, PyObject *unused)
+static PyObject *accel_in_hook(PyObject *mod, PyObject *unused)
 {
     (void)mod;
     (void)unused;
-    return PyLong_FromLong(accel_hook_depth);
+    return PyBool_FromLong(kb_in_hook());
 }
 
 /* init(KbError): the binding's error class. */
@@ -155,8 +155,8 @@ static PyMethodDef accel_methods[] = {
     {"init", accel_init, METH_O, "init(KbError): the binding's error class."},
     {"yield_", accel_yield, METH_NOARGS, "kb_yield, raising as kbthreads.yield_ does."},
     {"barrier", accel_barrier, METH_NOARGS, "kb_barrier, raising as kbthreads.barrier does."},
-    {"hook_depth", accel_get_hook_depth, METH_NOARGS,
-     "The binding's engine hooks running on this thread now."},
+    {"in_hook", accel_in_hook, METH_NOARGS,
+     "kb_in_hook(): True while this thread runs an engine hook."},
     {"rank", accel_rank, METH_NOARGS, "kb_rank(): this thread's rank, or -1."},
     {"world_size", accel_world_size, METH_NOARGS, "kb_world_size(): the ranks of this rank's spawn, or 0."},
     {"cancelled", accel_cancelled, METH_NOARGS, "kb_cancelled(): this rank is being cancelled."},

@@ -42,11 +42,6 @@ extern PyTypeObject accel_core_type;
 extern PyObject *accel_str_engine, *accel_str_wait, *accel_str_driver_wait, *accel_str_meta;
 extern PyObject *accel_str_bind_hook, *accel_str_abort_hook;
 
-/* Engine hooks of this binding running on this thread (its wait, bind and
- * abort hooks): where freeing a process context or destroying a ctx is
- * not allowed. The library keeps its own count, which it does not export. */
-extern _Thread_local int accel_hook_depth;
-
 /* Raise KbError(rc, what). Returns NULL. */
 PyObject *accel_raise_kb_error(int rc, const char *what);
 

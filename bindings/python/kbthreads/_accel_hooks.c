@@ -4,12 +4,10 @@
  * self is the Core): wait calls the Python engine's wait (or the
  * Context's overridden wait for a collective), bind and abort the
  * Context's _bind_hook and _abort_hook. They run on the driver thread,
- * which released the GIL, and take it; each counts in accel_hook_depth
- * while it runs. No Python exception leaves a hook.
+ * which released the GIL, and take it. The library counts them
+ * (kb_in_hook); no Python exception leaves a hook.
  */
 #include "_accel.h"
-
-_Thread_local int accel_hook_depth;
 
 /* Keep exception e (for handle h, from a drain phase) in the stash; the
  * positive code (below 2^30) the drain fails with, or KB_ENOMEM. */
@@ -97,7 +95,6 @@ static int wait_hook(void *self, kb_handle h, void *meta, kb_wait_origin origin)
 {
     Core *c = self;
     PyGILState_STATE g = PyGILState_Ensure();
-    accel_hook_depth++;
     int rc = KB_ENOMEM;
     PyObject *hid = PyLong_FromUnsignedLongLong(h);
     PyObject *handle = hid ? accel_core_handle(c, hid) : NULL;
@@ -109,7 +106,6 @@ static int wait_hook(void *self, kb_handle h, void *meta, kb_wait_origin origin)
     }
     Py_XDECREF(handle);
     Py_XDECREF(hid);
-    accel_hook_depth--;
     PyGILState_Release(g);
     return rc;
 }
@@ -118,13 +114,11 @@ static int wait_hook(void *self, kb_handle h, void *meta, kb_wait_origin origin)
 static void context_hook(Core *c, PyObject *name, PyObject *arg)
 {
     PyGILState_STATE g = PyGILState_Ensure();
-    accel_hook_depth++;
     PyObject *r =
         arg ? PyObject_CallMethodOneArg(c->context, name, arg) : PyObject_CallMethodNoArgs(c->context, name);
     Py_XDECREF(r);
     if (!r) /* the Python hooks catch everything: only a failure of Python itself */
         PyErr_WriteUnraisable(c->context);
-    accel_hook_depth--;
     PyGILState_Release(g);
 }
 

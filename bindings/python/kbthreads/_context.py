@@ -153,7 +153,7 @@ class Context:
 
     # ---- engine hooks (driver thread, holding the baton; the wait hook is _accel.c's)
     def _bind_hook(self, r: int) -> None:
-        """kb_engine.bind (driver thread; _accel counts it as a hook)."""
+        """kb_engine.bind (driver thread; the library counts it as a hook: kb_in_hook)."""
         try:
             run = self._starting
             if run is None or run.bind_error is not None:
@@ -168,7 +168,7 @@ class Context:
             pass
 
     def _abort_hook(self) -> None:
-        """kb_engine.abort (driver thread; _accel counts it as a hook)."""
+        """kb_engine.abort (driver thread; the library counts it as a hook: kb_in_hook)."""
         try:
             if self._suppress_abort:
                 return

@@ -14,13 +14,13 @@ from ._rank import _tls
 if TYPE_CHECKING:
     from ._context import Context
 
-_hook_depth: Callable[[], int] = accel.hook_depth  # the binding's engine hooks running on this thread
+_in_hook: Callable[[], bool] = accel.in_hook  # kb_in_hook: an engine hook runs on this thread
 
 
 def _may_drive() -> bool:
     """False on a rank thread or inside an engine hook, where freeing a
     process context or destroying a ctx is not allowed."""
-    return accel.rank() < 0 and _hook_depth() == 0
+    return accel.rank() < 0 and not _in_hook()
 
 
 # Frees that became due where they are not allowed (a __del__ run by the
@@ -58,7 +58,7 @@ class _Guard:
         self.held = False
 
     def __enter__(self) -> None:
-        if getattr(_tls, "current", None) is not None or _hook_depth() > 0:
+        if getattr(_tls, "current", None) is not None or _in_hook():
             return
         if not self.ctx._lock.acquire(self.blocking):
             raise KbError(accel.KB_EBUSY, "the context is in use by another thread")

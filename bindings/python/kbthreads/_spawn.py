@@ -7,7 +7,7 @@ import warnings
 from typing import TYPE_CHECKING, Callable
 
 from ._args import _args_arg, _size_arg, _timeout_arg
-from ._driving import _defer, _hook_depth, _may_drive, _run_deferred
+from ._driving import _defer, _in_hook, _may_drive, _run_deferred
 from ._errors import KbError, SpawnDiverged
 from ._loader import accel as _accel
 from ._rank import Rank
@@ -106,7 +106,7 @@ def start(ctx: Context, fn: Callable, args: tuple, nprocs: int) -> _Run:
     nprocs = _size_arg(nprocs, "spawn: nprocs")
     if _accel.rank() >= 0:
         raise KbError(_accel.KB_EPERM, "spawn (called from a rank)")
-    if _hook_depth() > 0:
+    if _in_hook():
         raise KbError(_accel.KB_EBUSY, "spawn (called from an engine hook)")
     _run_deferred()
     with ctx._guard():

@@ -221,6 +221,46 @@ def test_calls_in_the_wrong_place():
     ctx.close()
 
 
+def test_in_hook_is_the_librarys_answer_in_each_engine_hook_and_nowhere_else():
+    """accel.in_hook() is kb_in_hook(): True in the engine's wait (a drain and a
+    driver-side wait), in _bind_rank and in the barrier reset of an abort; False
+    on the driver outside them and in rank code."""
+    seen = {}
+
+    class Barrier:
+        def reset(self):
+            seen["abort"] = accel.in_hook()
+
+    class Backend:
+        _barrier = Barrier()
+
+    class Dist:
+        _backend = Backend()
+
+        def _bind_rank(self, g, r):
+            seen["bind"] = accel.in_hook()
+
+    class Engine:
+        def wait(self, h):
+            seen.setdefault("wait", []).append((h, accel.in_hook()))
+
+    ctx = kbthreads.Context(Engine(), distributed=Dist())
+    in_rank = []
+
+    def fn(r):
+        in_rank.append(accel.in_hook())
+        ctx.wait(("w", r))
+        if r == 1:
+            raise ValueError("rank 1 fails")
+
+    with pytest.raises(kbthreads.SpawnException):
+        ctx.multiprocessing.spawn(fn, nprocs=2)
+    ctx.wait("driver")
+    assert seen == {"bind": True, "abort": True, "wait": [(("w", 0), True), (("w", 1), True), ("driver", True)]}
+    assert in_rank == [False, False] and accel.in_hook() is False
+    ctx.close()
+
+
 def test_stack_size():
     with pytest.raises(kbthreads.KbError) as ei:
         kbthreads.Context(stack_size=1024).multiprocessing.spawn(lambda r: None)
