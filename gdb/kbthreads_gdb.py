@@ -33,6 +33,10 @@ try:
     import gdb
 except ImportError:
     gdb = None
+if gdb is not None and not hasattr(gdb, "Command"):
+    # not gdb's module: a folder named gdb on sys.path (this repository's
+    # gdb/ seen from its root, when kbthreads.dump() imports this file)
+    gdb = None
 
 # enum kb_rank_state, enum kb_susp, enum kb_stop (src/run.h), kb_cancel_mode
 _KB_RS_NEW, _KB_RS_STARTED, _KB_RS_FINISHED = 0, 1, 2

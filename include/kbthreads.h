@@ -369,7 +369,8 @@ typedef struct kb_spawn_opts {
     kb_cancel_mode cancel_mode;
     /** Stall watchdog: when one rank has held the baton longer than this
      *  many milliseconds, the driver prints once per stall, on stderr, which
-     *  rank, for how long, and that thread's backtrace (taken by signalling
+     *  rank, for how long, and that thread's frames (the frames writer's,
+     *  see kb_set_frames_writer, then its C backtrace; taken by signalling
      *  the thread with KB_STALL_SIGNAL; a sleep it is in returns early with
      *  EINTR), then keeps waiting (or aborts, see stall_abort). 0 = off,
      *  unless the environment sets KB_STALL_MS. Only ranks are watched: a
@@ -379,12 +380,11 @@ typedef struct kb_spawn_opts {
      *  waiting, unless the environment sets KB_STALL_ABORT=1. */
     int stall_abort;
     /** Crash report: on SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT in a rank
-     *  thread, print "kbthreads: rank 3 (kb-rank-3) crashed: SIGSEGV" and a
-     *  backtrace on stderr, then re-raise with the default action (core
-     *  dumps still happen). The handlers are installed process-wide on the
-     *  first spawn that asks and stay; signals in other threads go to the
-     *  handler that was there before. 0 = off, unless the environment sets
-     *  KB_CRASH_REPORT=1. */
+     *  thread, print "kbthreads: rank 3 (kb-rank-3) crashed: SIGSEGV" and
+     *  its frames (the frames writer's, then the C backtrace) on stderr, then re-raise with the default
+     * action (core dumps still happen). The handlers are installed process-wide on the first spawn that asks
+     * and stay; signals in other threads go to the handler that was there before. 0 = off, unless the
+     * environment sets KB_CRASH_REPORT=1. */
     int crash_report;
     /** 0 (default): threads run wherever the OS puts them, and how a
      *  waiting rank waits for its turn follows the rank count and the CPUs
@@ -508,9 +508,30 @@ typedef struct kb_spawn_stats {
     size_t rank_cap;       /**< entries in those arrays */
 } kb_spawn_stats;
 
-/** The signal the stall watchdog sends to a stalled rank thread to print its
- *  backtrace: SIGRTMIN + 3, a real-time signal glibc leaves to programs. */
+/** The signal a rank thread writes its frames on: the stall watchdog sends
+ *  it to a stalled rank, kbthreads-dump to each rank of a process with a
+ *  frames writer (docs/debugging.md). SIGRTMIN + 3, a real-time signal
+ *  glibc leaves to programs. The library installs its handler once per
+ *  process, on the first spawn with the watchdog on or at
+ *  kb_set_frames_writer; signals from other senders are ignored. */
 #define KB_STALL_SIGNAL (SIGRTMIN + 3)
+
+/**
+ * A binding's frames writer: writes the calling thread's frames in the
+ * binding's language (its interpreter's stack, innermost last) to fd, at
+ * most max_frames of them (the innermost; 0: all it has), as lines that
+ * start with two spaces. The library calls it on a rank's own thread, in a
+ * signal handler, wherever that thread stopped (maybe holding the
+ * interpreter's lock): for the stall report and the crash report (before
+ * the C backtrace) and for kbthreads-dump. It may use only
+ * async-signal-safe calls: no malloc, no locks, no stdio.
+ */
+typedef void (*kb_frames_writer)(int fd, int max_frames, void *arg);
+
+/** Install the process-wide frames writer (NULL: none; arg is passed back),
+ *  and KB_STALL_SIGNAL's handler. Set it once, before spawning: replacing
+ *  it while a report is being written is not supported. 0. */
+KB_API int kb_set_frames_writer(kb_frames_writer fn, void *arg);
 
 /** One root-cause rank. message is never NULL and lives as long as the
  *  kb_spawn_error it came from. */

@@ -4,7 +4,8 @@
  *
  * Handlers for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT are installed
  * process-wide once and stay. In a rank thread the handler writes
- * "kbthreads: rank 3 (kb-rank-3) crashed: SIGSEGV" and a backtrace to
+ * "kbthreads: rank 3 (kb-rank-3) crashed: SIGSEGV" and the rank's frames
+ * (a binding's frames writer's, then the C backtrace: rank_frames.h) to
  * stderr, restores the default action and re-raises, so the process dies
  * of the same signal and core dumps still happen. In any other thread it
  * hands the signal to the handler that was installed before. Rank threads
@@ -19,7 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rank_frames.h"
 #include "run.h"
+#include "sigsafe.h"
 #include "system.h"
 
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
@@ -43,30 +46,6 @@ static const char *signame(int sig)
     default:
         return "signal";
     }
-}
-
-/* Append s to buf (async-signal-safe string building). */
-static size_t put(char *buf, size_t len, size_t cap, const char *s)
-{
-    while (*s && len + 1 < cap)
-        buf[len++] = *s++;
-    return len;
-}
-
-static size_t put_int(char *buf, size_t len, size_t cap, int v)
-{
-    char digits[12];
-    int n = 0;
-    unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
-    do {
-        digits[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0 && len + 1 < cap)
-        buf[len++] = '-';
-    while (n > 0 && len + 1 < cap)
-        buf[len++] = digits[--n];
-    return len;
 }
 
 static int index_of(int sig)
@@ -97,16 +76,15 @@ static void crash_handler(int sig, siginfo_t *info, void *uctx)
     } else {
         char line[128];
         size_t n = 0;
-        n = put(line, n, sizeof line, "kbthreads: rank ");
-        n = put_int(line, n, sizeof line, rank);
-        n = put(line, n, sizeof line, " (kb-rank-");
-        n = put_int(line, n, sizeof line, rank);
-        n = put(line, n, sizeof line, ") crashed: ");
-        n = put(line, n, sizeof line, signame(sig));
-        n = put(line, n, sizeof line, "\n");
-        ssize_t w = write(2, line, n);
-        (void)w;
-        kb__sys_backtrace_fd(2);
+        n = kb__ss_put(line, n, sizeof line, "kbthreads: rank ");
+        n = kb__ss_put_long(line, n, sizeof line, rank);
+        n = kb__ss_put(line, n, sizeof line, " (kb-rank-");
+        n = kb__ss_put_long(line, n, sizeof line, rank);
+        n = kb__ss_put(line, n, sizeof line, ") crashed: ");
+        n = kb__ss_put(line, n, sizeof line, signame(sig));
+        n = kb__ss_put(line, n, sizeof line, "\n");
+        kb__ss_write(2, line, n);
+        kb__frames_write_self(2, 0, 1); /* the frames writer's, then C */
     }
     /* Default action, delivered when this handler returns. */
     struct sigaction dfl;

@@ -6,47 +6,24 @@
  * the time it started (kb__watch_stamp). The driver, instead of sleeping on
  * its slot without limit, sleeps until the current turn is stall_ms old;
  * if the turn has not changed by then it reports the holder once (rank,
- * time held, and the holder's own backtrace, printed by a signal handler on
- * that thread) and goes on waiting, or aborts when asked. The turn stamps
+ * time held, and the holder's own frames, written by a signal handler on
+ * that thread: rank_frames.c) and goes on waiting, or aborts when asked. The turn stamps
  * are ck_pr words: the driver reads them without holding the baton.
  */
 #include <ck_pr.h>
 #include <pthread.h>
-#include <semaphore.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "annotate.h"
 #include "clock.h"
+#include "rank_frames.h"
 #include "round_loop.h"
 #include "run.h"
 #include "system.h"
 
-static sem_t bt_done;
 static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t install_once = PTHREAD_ONCE_INIT;
-
-/* Runs on the stalled thread: backtrace_symbols_fd writes straight to the
- * fd without malloc; sem_post is async-signal-safe. */
-static void bt_handler(int sig)
-{
-    (void)sig;
-    kb__sys_backtrace_fd(2);
-    sem_post(&bt_done);
-}
-
-static void install(void)
-{
-    kb__sys_backtrace_warm(); /* loads libgcc_s now, not inside the handler */
-    sem_init(&bt_done, 0, 0);
-    struct sigaction sa = {0};
-    sa.sa_handler = bt_handler;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(KB_STALL_SIGNAL, &sa, NULL);
-}
 
 static struct timespec to_timespec(uint64_t ns)
 {
@@ -56,7 +33,7 @@ static struct timespec to_timespec(uint64_t ns)
 
 void kb__watch_setup(struct kb_run *run)
 {
-    pthread_once(&install_once, install);
+    kb__frames_install();
     kb__hb_sync_word(&run->watch.turn_seq, sizeof run->watch.turn_seq);
     kb__hb_sync_word(&run->watch.turn_ns, sizeof run->watch.turn_ns);
     kb__hb_sync_word(&run->holder, sizeof run->holder);
@@ -77,12 +54,7 @@ static void report(struct kb_run *run, int rank, uint64_t held_ns)
             "backtrace:\n",
             rank, rank, (unsigned long long)(held_ns / 1000000u), run->opt.stall_ms);
     fflush(stderr);
-    if (pthread_kill(run->ranks[rank].w->thread, KB_STALL_SIGNAL) == 0) {
-        struct timespec until = to_timespec((uint64_t)time(NULL) * 1000000000u + 2000000000u);
-        until.tv_nsec = 0;
-        while (sem_timedwait(&bt_done, &until) != 0 && errno == EINTR)
-            ;
-    }
+    kb__frames_of_thread(run->ranks[rank].w->thread);
     fprintf(stderr, "kbthreads: stall: still waiting for rank %d%s\n", rank,
             run->opt.stall_abort ? "; aborting (stall_abort)" : "");
     pthread_mutex_unlock(&report_lock);

@@ -32,7 +32,7 @@ import os
 import struct
 import sys
 
-from . import elf
+from . import elf, rank_frames
 from .locate import gdb_extension_paths
 
 EXIT_ERROR, EXIT_USAGE, EXIT_CHANGING = 1, 2, 3
@@ -229,7 +229,35 @@ def baton_text(pid, kb, r):
     return "? (holder %d)" % r.holder
 
 
-def dump(pid, retries):
+def python_stacks(pid, kb, runs, max_frames, ask=None):
+    """({(run address, rank): the lines of its Python stack}, a note or None)
+    for every rank of runs whose thread lives, asked of the process
+    (rank_frames.ask) or of ask(tids, max_frames) (kbthreads.dump() in the
+    process itself); ({}, None) for a process without Python kbthreads."""
+    if max_frames <= 0:
+        return {}, None
+    if ask is None:
+        reason = rank_frames.why_not(pid)
+        if reason == rank_frames.NO_PYTHON:
+            return {}, None
+        if reason is not None:
+            return {}, "Python stacks: not read (%s)" % reason
+        ask = lambda tids, n: rank_frames.ask(pid, tids, n)  # noqa: E731
+    who = {}
+    for r in runs:
+        for i in range(r.nprocs):
+            tid, _ = r.thread_ids(i)
+            ended = kb.kb_rank_state(r, i).startswith(("finished", "failed", "cancelled"))
+            if tid and not ended and thread_name(pid, tid) is not None:
+                who[(r.addr, i)] = tid
+    answers = ask(sorted(set(who.values())), max_frames)
+    return {key: answers.get(tid, []) for key, tid in who.items()}, None
+
+
+def dump(pid, retries, max_frames=20, ask=None, ctx_address=None):
+    """The lines kbthreads-dump prints for pid: every live run (of the ctx at
+    ctx_address only, when given), each rank's Python stack under its row
+    (python_stacks)."""
     kb = load_layout_module()
     descriptors = find_descriptors(pid)
     name = thread_name(pid, pid) or "?"
@@ -237,14 +265,22 @@ def dump(pid, retries):
         raise DumpError("kbthreads-dump: process %d (%s) does not use libkbthreads (no debug descriptor in "
                         "its mapped files)" % (pid, name))
     mem = Memory(pid, kb)
-    out = []
+    read = []
     for addr, path in descriptors:
         try:
             layout, head, gen_addr = kb.kb_parse_descriptor(mem.read, addr)
         except kb.KbError as e:
             raise DumpError("kbthreads-dump: %s: %s" % (path, str(e).replace("kb: ", "", 1)))
-        out.append("process %d (%s): libkbthreads %s" % (pid, name, path))
         runs, moved = snapshot(mem, kb, head, gen_addr, kb.KbReader(mem.read, layout), retries)
+        if ctx_address is not None:
+            runs = [r for r in runs if r.run.get("ctx") == ctx_address]
+        read.append((path, (runs, moved)))
+    stacks, note = python_stacks(pid, kb, [r for _, (runs, _) in read for r in runs], max_frames, ask)
+    out = []
+    for path, (runs, moved) in read:
+        out.append("process %d (%s): libkbthreads %s" % (pid, name, path))
+        if note:
+            out.append(note)
         if not runs:
             out.append("no live libkbthreads spawn")
         for r in runs:
@@ -256,7 +292,11 @@ def dump(pid, retries):
             out.append("  pending: %d worker wait%s, %d collective%s"
                        % (waits, "" if waits == 1 else "s", colls, "" if colls == 1 else "s"))
             if r.nprocs > 0:
-                out += rank_lines(pid, kb, r)
+                table = rank_lines(pid, kb, r)
+                out.append(table[0])
+                for i, row in enumerate(table[1:]):
+                    out.append(row)
+                    out += ["    " + line for line in stacks.get((r.addr, i), [])]
     return out
 
 
@@ -267,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("pid", help="the process to read")
     ap.add_argument("--retries", type=int, default=20,
                     help="how many times to read again when the runs change meanwhile (default 20)")
+    ap.add_argument("--python-frames", type=int, default=20, metavar="N",
+                    help="in a Python process, the innermost N frames of each rank's Python stack under its "
+                         "row (default 20, at most %d; 0: none)" % rank_frames.MAX_FRAMES)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         pid = int(args.pid)
@@ -278,8 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.retries < 0:
         print("kbthreads-dump: --retries must be 0 or more", file=sys.stderr)
         return EXIT_USAGE
+    if not 0 <= args.python_frames <= rank_frames.MAX_FRAMES:
+        print("kbthreads-dump: --python-frames must be 0 to %d" % rank_frames.MAX_FRAMES, file=sys.stderr)
+        return EXIT_USAGE
     try:
-        lines = dump(pid, args.retries)
+        lines = dump(pid, args.retries, args.python_frames)
     except DumpError as e:
         print(str(e), file=sys.stderr)
         return e.code

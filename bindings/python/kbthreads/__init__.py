@@ -21,14 +21,17 @@ The modules, one concern each (bindings/python/README.md has the map):
 _errors (the exceptions), _rank (a rank's object, where am I), _suspend
 (yield_, barrier), _containers (the queues and the completed set), _context
 (Context and its spawn namespace), _spawn and _run (a spawn, its process
-context, joining), _default (the default context, the exit hook), _loader
-(the compiled part), _driving, _args, _threads (internal helpers).
+context, joining), _default (the default context, the exit hook), _dump
+(dump: the runs and every rank's Python stack), _frames (a rank's Python
+stack in the library's reports), _loader (the compiled part), _driving,
+_args, _threads (internal helpers).
 """
 from __future__ import annotations
 
 from ._containers import CompletedSet, PendingCollectives, PendingWaits
 from ._context import Context, MultiprocessingNamespace
 from ._default import default_context, spawn
+from ._dump import dump
 from ._errors import (
     KbError,
     KbthreadsError,
@@ -69,6 +72,7 @@ __all__ = [
     "barrier",
     "cancelled",
     "default_context",
+    "dump",
     "getcurrent",
     "rank",
     "spawn",

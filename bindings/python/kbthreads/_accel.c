@@ -8,7 +8,9 @@
  * where-am-I queries and the suspension points (kbthreads.yield_,
  * kbthreads.barrier). _accel_core.c: a Context's Core (its kb_ctx, queues,
  * waits); _accel_handles.c: handle ids; _accel_hooks.c: the engine hooks;
- * _accel_spawn.c: spawning, joining, the failure report.
+ * _accel_spawn.c: spawning, joining, the failure report; _accel_frames.c:
+ * the Python frames writer of the stall and crash reports and
+ * kbthreads-dump.
  *
  * Why C for all of it: a ctypes foreign call costs several times a
  * C-level call from Python, and a ctypes callback (a rank's entry, the
@@ -166,6 +168,9 @@ static PyMethodDef accel_methods[] = {
      "join(pc, timeout_ms) -> (rc, report): kb_join; report None or (code, message, ranks, drain_code, "
      "drain_handle, live, turn), the kb_spawn_error read and freed."},
     {"process_context_free", accel_process_context_free, METH_O, "kb_process_context_free(pc)."},
+    {"set_frames_writer", accel_set_frames_writer, METH_VARARGS,
+     "set_frames_writer(fd, signum): kb_set_frames_writer with the Python frames writer, which reads "
+     "the stack faulthandler writes to fd on signum."},
     {NULL, NULL, 0, NULL},
 };
 

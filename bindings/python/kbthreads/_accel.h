@@ -3,7 +3,8 @@
  * What the files of kbthreads._accel share (one extension module in three
  * files: _accel.c the module, its constants and the suspension points;
  * _accel_core.c a Context's Core, its handle ids, queues and engine hooks;
- * _accel_spawn.c spawning, joining and the failure report).
+ * _accel_spawn.c spawning, joining and the failure report; _accel_frames.c
+ * the Python frames writer).
  *
  * Threads: every function runs on the thread that called it with the GIL
  * held, and releases it around every library call that may block or run
@@ -62,5 +63,8 @@ PyObject *accel_core_start(Core *c, PyObject *args);
 PyObject *accel_join(PyObject *mod, PyObject *args);
 /* process_context_free(pc). */
 PyObject *accel_process_context_free(PyObject *mod, PyObject *pc);
+
+/* _accel_frames.c: set_frames_writer(fd, signum). */
+PyObject *accel_set_frames_writer(PyObject *mod, PyObject *args);
 
 #endif /* KBTHREADS_ACCEL_H */

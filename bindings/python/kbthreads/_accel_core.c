@@ -212,6 +212,13 @@ static PyObject *core_alive(Core *c, PyObject *unused)
     return PyBool_FromLong(c->ctx != NULL);
 }
 
+/* Core.address() -> the kb_ctx's address, as the dump's run table shows it. */
+static PyObject *core_address(Core *c, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromVoidPtr(c->ctx);
+}
+
 /* A call fn(ctx, id) on handle id i -> its rc (kb_enqueue_wait,
  * kb_complete, kb_is_completed: none blocks or runs a hook). */
 static PyObject *id_call(Core *c, PyObject *i, int (*fn)(kb_ctx *, kb_handle))
@@ -330,6 +337,8 @@ static PyMethodDef core_methods[] = {
     {"create", (PyCFunction)core_create, METH_NOARGS, "kb_ctx_create with the C engine hooks: rc."},
     {"destroy", (PyCFunction)core_destroy, METH_NOARGS, "kb_ctx_destroy: rc (0 once destroyed)."},
     {"alive", (PyCFunction)core_alive, METH_NOARGS, "True while the kb_ctx exists."},
+    {"address", (PyCFunction)core_address, METH_NOARGS,
+     "The kb_ctx's address (what kbthreads-dump prints as the run's ctx), or 0 once destroyed."},
     {"enqueue_wait", (PyCFunction)core_enqueue_wait, METH_O, "kb_enqueue_wait(ctx, i): rc."},
     {"complete", (PyCFunction)core_complete, METH_O, "kb_complete(ctx, i): rc."},
     {"is_completed", (PyCFunction)core_is_completed, METH_O, "kb_is_completed(ctx, i): 1, 0 or rc."},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import Any, Callable, Literal, overload
+from typing import Any, Callable, Literal, TextIO, overload
 
 from ._args import _int_arg, _size_arg
 from ._containers import CompletedSet, PendingCollectives, PendingWaits
@@ -185,6 +185,13 @@ class Context:
                             run.raw_error = e
         except BaseException:  # pragma: no cover
             pass
+
+    def dump(self, file: TextIO | None = None, *, python_frames: int = 20) -> None:
+        """kbthreads.dump for this context's live spawn only: its run table
+        and each live rank's Python stack, to file (default sys.stderr)."""
+        from ._dump import dump
+
+        dump(file, python_frames=python_frames, _ctx=self)
 
     # ---- spawning ----------------------------------------------------------------
     @overload

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ._args import _args_arg, _size_arg, _timeout_arg
 from ._driving import _defer, _in_hook, _may_drive, _run_deferred
+from . import _frames
 from ._errors import KbError, SpawnDiverged
 from ._loader import accel as _accel
 from ._rank import Rank
@@ -109,6 +110,7 @@ def start(ctx: Context, fn: Callable, args: tuple, nprocs: int) -> _Run:
     if _in_hook():
         raise KbError(_accel.KB_EBUSY, "spawn (called from an engine hook)")
     _run_deferred()
+    _frames.install()  # once per process: a rank's Python stack in the stall and crash reports
     with ctx._guard():
         if ctx._run is not None and not ctx._run.done:
             raise KbError(_accel.KB_EBUSY, "spawn (a spawn started with join=False is still live)")

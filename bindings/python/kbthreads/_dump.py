@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+"""kbthreads.dump() and Context.dump(): what kbthreads-dump prints for this
+process (the runs, who holds the baton, each rank's state), with every
+rank's Python stack under its row, written from inside the process: from
+the driver (a timeout handler, a test's failure hook) or from a rank.
+
+The run table is kbthreads-dump's own (kbthreads_tools.dump, reading this
+process's memory through /proc/self/mem), so the two cannot drift apart.
+The stacks are read here with sys._current_frames(): every other rank
+thread is suspended (or, on a foreign thread's call, running without the
+GIL this thread holds), so its frames hold still while they are read.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ._context import Context
+
+_THIS = os.path.abspath(__file__)
+_PACKAGE = os.path.dirname(_THIS)
+
+
+def _stack_lines(frame, max_frames: int, own: bool) -> list[str]:
+    """A frame's stack in the words of the C frames writer (_accel_frames.c):
+    innermost last, the innermost max_frames (0: all). own: the calling
+    thread's, whose stack goes on into dump() (through Context.dump,
+    maybe), which is not the rank's: cut there."""
+    summary = traceback.extract_stack(frame)
+    if own:
+        for i, f in enumerate(summary):
+            if os.path.abspath(f.filename) == _THIS:
+                del summary[i:]
+                break
+        while summary and os.path.dirname(os.path.abspath(summary[-1].filename)) == _PACKAGE:
+            summary.pop()
+    if not summary:
+        return ["  Python stack: no Python frame"]
+    lines = ["  Python stack (most recent call last):"]
+    if 0 < max_frames < len(summary):
+        lines.append("    ... (older frames not shown)")
+        summary = summary[-max_frames:]
+    lines += ['    File "%s", line %s, in %s' % (f.filename, f.lineno, f.name) for f in summary]
+    return lines
+
+
+def _ask(tids: list[int], max_frames: int) -> dict[int, list[str]]:
+    """What rank_frames.ask answers for another process, for this one."""
+    ident_of = {t.native_id: t.ident for t in threading.enumerate() if t.native_id is not None}
+    frames = sys._current_frames()
+    me = threading.get_native_id()
+    out = {}
+    for tid in tids:
+        frame = frames.get(ident_of.get(tid, -1))
+        out[tid] = _stack_lines(frame, max_frames, tid == me) if frame is not None else \
+            ["  Python stack: none (this thread runs no Python code)"]
+    return out
+
+
+def dump(file: TextIO | None = None, *, python_frames: int = 20, _ctx: "Context | None" = None) -> None:
+    """Write every live spawn of this process (or of _ctx only), as
+    kbthreads-dump PID does, with each live rank's Python stack (its
+    innermost python_frames frames; 0: none) under its row, to file
+    (default sys.stderr)."""
+    if isinstance(python_frames, bool) or not isinstance(python_frames, int) or python_frames < 0:
+        raise ValueError(f"dump: python_frames must be an int >= 0, not {python_frames!r}")
+    try:
+        from kbthreads_tools import dump as tool
+    except ImportError as e:  # pragma: no cover - a broken install
+        raise RuntimeError(f"kbthreads.dump needs the kbthreads_tools package installed with kbthreads: {e}")
+    ctx_address = None if _ctx is None else _ctx._core.address()
+    lines = tool.dump(os.getpid(), 20, python_frames, ask=_ask, ctx_address=ctx_address)
+    out = sys.stderr if file is None else file
+    out.write("\n".join(lines) + "\n")
+    out.flush()
