@@ -11,8 +11,10 @@ DEMO_ARGS ?=
 DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-dev python3-pytest python3-greenlet gdb
 # The Python package as pip builds it, offline (bindings/python/tests/package_test.sh).
 DEB_PACKAGES += python3-setuptools python3-wheel python3-build python3-venv
+# Issue 30's tests: PyTorch and numpy in Python ranks (bindings/python/tests/test_torch_ranks.py).
+DEB_PACKAGES += python3-torch python3-numpy
 
-.PHONY: all deps build demo demo-cpp explore-demo test test-fast test-condvar test-portable docs format format-check install clean help
+.PHONY: all deps build demo demo-cpp demo-torch explore-demo test test-fast test-condvar test-portable docs format format-check install clean help
 
 PREFIX ?= /usr/local
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null || \
@@ -23,6 +25,7 @@ all: build
 help:
 	@echo "make demo       build and run the demo (ring all-reduce over 8 simulated ranks)"
 	@echo "make demo-cpp   the same demo written with the C++ layer (same output)"
+	@echo "make demo-torch PyTorch data-parallel training on 4 Python ranks (examples/torch_ddp.py)"
 	@echo "make explore-demo  kbthreads-explore finds, shrinks and replays a planted rank-order bug"
 	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
@@ -81,6 +84,13 @@ demo: build
 
 demo-cpp: build
 	./$(BUILD)/examples/kbdemo_cpp $(DEMO_ARGS)
+
+# Debian's python3 and python3-torch (installed by deps' recipe when missing),
+# the package in the source tree on the library and compiled part built here.
+DEMO_TORCH_PACKAGES := python3-torch
+demo-torch: build
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_TORCH_PACKAGES)"
+	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 /usr/bin/python3 examples/torch_ddp.py $(DEMO_ARGS)
 
 # kbthreads-explore on the planted order bug of tests/explore/explore_target.c
 # (docs/scheduling.md): it must find it (exit status 1), and the printed
