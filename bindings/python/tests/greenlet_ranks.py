@@ -49,7 +49,7 @@ def spawn(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1, engine: Any
     def entry(rank: int) -> None:
         try:
             fn(rank, *args)
-        except Exception as e:  # recorded, re-raised by the driver after the round
+        except Exception as e:  # the driver re-raises it, skipping the rest of the round
             errors[rank] = e
 
     ranks = [greenlet(entry) for _ in range(nprocs)]
@@ -97,8 +97,10 @@ class _Kbthreads:
         try:
             try:
                 ctx.multiprocessing.spawn(fn, nprocs=nprocs)
-            except kbthreads.SpawnException as e:  # a rank's failure, as the greenlet one raises it
-                raise next(iter(e.errors.values())) from e
+            except kbthreads.SpawnException as e:
+                if not e.errors:  # a drain failure: no rank to blame
+                    raise
+                raise next(iter(e.errors.values())) from e  # the rank's own exception, as above
         finally:
             self._ctx = None
             ctx.close()

@@ -78,6 +78,23 @@ def across_suspension(sched, enter: Callable[[], Any], read: Callable[[], Any], 
     return seen[1], seen[0]
 
 
+def test_both_schedulers_run_ranks_round_robin_and_re_raise_a_ranks_failure(sched):
+    """The harness itself: the rows rely on rank 0 running before rank 1 in
+    each round, and on a rank's failure failing the test."""
+    order: list[tuple[int, int]] = []
+
+    def rank_main(rank: int) -> None:
+        for step in range(2):
+            order.append((rank, step))
+            sched.yield_()
+        if rank == 1:
+            raise ValueError("rank 1 failed")
+
+    with pytest.raises(ValueError, match="rank 1 failed"):
+        sched.spawn(rank_main, nprocs=2)
+    assert order == [(0, 0), (1, 0), (0, 1), (1, 1)]
+
+
 # ---------------------------------------------------------------------------
 # torch: grad mode, inference mode, dispatch modes are kept per thread
 # ---------------------------------------------------------------------------
@@ -274,6 +291,46 @@ def test_c_thread_local_storage_leaks_into_the_next_rank_only_under_greenlet(sch
     rank1, rank0 = across_suspension(sched, set_device, clib.get_device)
     assert rank0 == 7
     assert rank1 == (7 if leaks(sched) else 0)
+
+
+def test_c_state_a_rank_leaves_set_is_left_on_the_spawn_callers_thread_only_under_greenlet(sched, clib):
+    def rank_main(rank: int) -> None:
+        clib.set_device(5)  # and never reset
+
+    try:
+        sched.spawn(rank_main, nprocs=1)
+        assert clib.get_device() == (5 if leaks(sched) else 0)
+    finally:
+        clib.set_device(0)
+
+
+def test_a_kbthreads_context_reuses_a_ranks_thread_so_c_state_left_set_reaches_its_next_spawn(clib):
+    """threading.local data is reset between spawns (README, "Threads, the
+    GIL, Ctrl-C"); state kept in C is not: it belongs to the parked thread."""
+    import kbthreads
+
+    tl = threading.local()
+    seen: list[tuple[int, int, Any]] = []
+
+    def leave_state(rank: int) -> None:
+        seen.append((threading.get_native_id(), 0, None))
+        clib.set_device(5)
+        tl.device = "cuda:5"
+
+    def read_state(rank: int) -> None:
+        seen.append((threading.get_native_id(), clib.get_device(), getattr(tl, "device", None)))
+
+    ctx = kbthreads.Context()
+    try:
+        ctx.multiprocessing.spawn(leave_state, nprocs=1)
+        ctx.multiprocessing.spawn(read_state, nprocs=1)
+        with contextlib.closing(kbthreads.Context()) as fresh:  # a new context: a new thread
+            fresh.multiprocessing.spawn(read_state, nprocs=1)
+    finally:
+        ctx.close()
+    (first_tid, _, _), (reused_tid, reused_device, reused_tl), (fresh_tid, fresh_device, fresh_tl) = seen
+    assert reused_tid == first_tid and (reused_device, reused_tl) == (5, None)
+    assert (fresh_device, fresh_tl) == (0, None) and fresh_tid != reused_tid
 
 
 def test_a_blocking_c_call_holds_the_turn_on_both_and_runs_on_the_ranks_own_thread_only_on_kbthreads(sched, clib):
