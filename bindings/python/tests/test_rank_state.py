@@ -23,21 +23,20 @@ from typing import Any, Callable
 
 import pytest
 
-from greenlet_ranks import GREENLET, KBTHREADS
+from greenlet_ranks import GREENLET, KBTHREADS, SCHEDULERS
 
 NO_GREENLET = "greenlet does not import for this interpreter (Debian's python3-greenlet is for python3 3.11)"
 NO_TORCH = "torch does not import for this interpreter (Debian: python3-torch, for python3 3.11)"
 NO_NUMPY = "numpy does not import for this interpreter (Debian: python3-numpy, for python3 3.11)"
-D = 200  # levels of C calls at the suspension point: well past greenlet's cheap range
+D = 200  # levels of C calls (map() calling back into Python) under the suspension point
 
 
-@pytest.fixture(params=["greenlet", "kbthreads"])
+@pytest.fixture(params=SCHEDULERS, ids=lambda s: s.name)
 def sched(request):
     """Each scheduler in turn; greenlet only where it imports (Debian's 3.11)."""
-    if request.param == "greenlet":
+    if request.param is GREENLET:
         pytest.importorskip("greenlet", reason=NO_GREENLET)
-        return GREENLET
-    return KBTHREADS
+    return request.param
 
 
 def leaks(sched) -> bool:
