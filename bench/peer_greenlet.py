@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Peer: a greenlet scheduler run the way the reference (Python) scheduler runs.
 
-    /usr/bin/python3 peer_greenlet.py yield|wait|collective|sim --n N --m M --reps R
+    /usr/bin/python3 peer_greenlet.py yield|wait|collective|sim|depth --n N --m M --reps R [--depth D]
 
 The scheduler loop is the reference's shape, written here from its
 description: every rank is a greenlet whose parent is the driver; a round
@@ -26,6 +26,11 @@ step, 4 kernel waits completed by a heap-based engine, an all-reduce, a
 yield; M steps per repetition): figures sim and sim_cpu (ns per operation)
 and a KBI sim_checksum line, compared by run.py with kb_bench sim's and
 py_bench.py sim's.
+
+`depth` is the yield loop run D levels deep in C (bench/depth_model.py,
+the same as `py_bench.py depth`): each rank yields M times from inside
+--depth nested map() calls back into Python, so every switch moves that
+much more of the C stack; figure depth_<D>.
 """
 import argparse
 import sys
@@ -147,13 +152,17 @@ def spawn(ctx, fn, nprocs):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["yield", "wait", "collective", "sim"])
+    ap.add_argument("mode", choices=["yield", "wait", "collective", "sim", "depth"])
     ap.add_argument("--n", type=int, default=1)
     ap.add_argument("--m", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--depth", type=int, default=0, help="depth: nested C calls at the yield (default 0)")
     a = ap.parse_args()
     if a.mode == "sim":
         run_sim(a)
+        return
+    if a.mode == "depth":
+        run_depth(a)
         return
     n, m = a.n, a.m
     ctx = Context(Engine())
@@ -215,6 +224,17 @@ def run_sim(a):
     print("KBI,python_version,%s" % sys.version.split()[0])
     sim_model.run("greenlet", a.n, a.m, a.reps, engine, lambda fn, n: spawn(ctx, fn, n), ctx.wait, yield_,
                   lambda h, rank: colls.append((h, rank, None)))
+
+
+def run_depth(a):
+    """The yield loop D levels deep in C on this scheduler (bench/depth_model.py)."""
+    import depth_model
+
+    depth_model.check_args("peer_greenlet", a.n, a.depth, a.m, a.reps)
+    ctx = Context(Engine())
+    print("KBI,greenlet_version,%s" % _greenlet_module.__version__)
+    print("KBI,python_version,%s" % sys.version.split()[0])
+    depth_model.run("greenlet", a.n, a.depth, a.m, a.reps, lambda fn, n: spawn(ctx, fn, n), yield_)
 
 
 if __name__ == "__main__":

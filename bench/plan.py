@@ -27,6 +27,12 @@ LOADED_NS_SMOKE = [8]
 SIM_OPS_FULL = 12000
 SIM_OPS_SMOKE = 600
 SIM_OPS_PER_STEP = 6
+# The depth job (issue 30): the yield loop of N ranks suspended D levels deep
+# in C, greenlet against the binding. Up to 400 levels: the issue's greenlet
+# cost was still climbing there; smoke: one shallow and one deep nest.
+DEPTH_N = 8
+DEPTHS_FULL = [0, 10, 50, 100, 150, 200, 300, 400]
+DEPTHS_SMOKE = [0, 50]
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -53,6 +59,12 @@ class Plan:
         self.greenlet_ops = max(500, int(100000 * s))
         self.simgrid_ops = {"thread": max(200, int(20000 * s)), "raw": max(2000, int(200000 * s))}
         self.spawn_budget = max(64, int(4000 * s))  # rank spawns per repetition
+        # Yields per repetition of the depth job, the same for both schedulers
+        # (~4 us each through the binding, up to ~15 us for greenlet at D=400:
+        # about 20 s for the whole job in a full run).
+        self.depth_ops = max(400, int(40000 * s))
+        self.depths = DEPTHS_SMOKE if smoke else DEPTHS_FULL
+        self.depth_n = DEPTH_N
         self.mem_n = 256 if smoke else 4096
         self.timeout = 120 if smoke else 600
 
@@ -75,6 +87,8 @@ class Plan:
             "ring_ops": self.ring_ops, "cond_budget": self.cond_budget, "greenlet_ops": self.greenlet_ops,
             "simgrid_ops": self.simgrid_ops, "spawn_budget": self.spawn_budget, "mem_n": self.mem_n,
             "small_stack": SMALL_STACK, "swap_ops": self.swap_ops,
+            "depth": {"n": self.depth_n, "depths": self.depths, "ops": self.depth_ops,
+                      "m": self.m_for(self.depth_ops, self.depth_n)},
         }
 
     def sim_params(self) -> Dict[str, object]:

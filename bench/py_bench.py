@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 """The Python binding (bindings/python, kbthreads) under the loops of kb_bench.
 
-    /usr/bin/python3 py_bench.py yield|wait|collective|sim --n N --m M --reps R --lib PATH --accel PATH
-                                 [--binding DIR --impl NAME]
+    /usr/bin/python3 py_bench.py yield|wait|collective|sim|depth --n N --m M --reps R --lib PATH --accel PATH
+                                 [--depth D] [--binding DIR --impl NAME]
 
 Each rank runs the same loop as kb_bench's and peer_greenlet.py's, in
 Python: ``kbthreads.yield_()``; ``ctx.wait(h)`` on a fresh handle (the
@@ -30,6 +30,10 @@ Output: KBR lines (see bench_common.h), impl "kbthreads_py" by default.
 `peer_greenlet.py sim` and `kb_bench sim`): M steps per repetition, each 4
 kernel waits drained by a heap-based engine, an all-reduce and a yield;
 figures sim and sim_cpu (ns per operation) and a KBI sim_checksum.
+
+`depth` is the yield loop run D levels deep in C (bench/depth_model.py,
+the same as `peer_greenlet.py depth`): each rank yields M times from inside
+--depth nested map() calls back into Python; figure depth_<D>.
 """
 from __future__ import annotations
 
@@ -133,12 +137,25 @@ def run_sim(kbthreads: ModuleType, a: argparse.Namespace, impl: str) -> None:
     ctx.close()
 
 
+def run_depth(kbthreads: ModuleType, a: argparse.Namespace, impl: str) -> None:
+    """The yield loop D levels deep in C through the binding (bench/depth_model.py)."""
+    sys.path.insert(0, HERE)
+    import depth_model
+
+    depth_model.check_args("py_bench", a.n, a.depth, a.m, a.reps)
+    ctx = kbthreads.Context(Engine())
+    depth_model.run(impl, a.n, a.depth, a.m, a.reps, lambda fn, n: ctx.multiprocessing.spawn(fn, nprocs=n),
+                    kbthreads.yield_)
+    ctx.close()
+
+
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["yield", "wait", "collective", "sim"])
+    ap.add_argument("mode", choices=["yield", "wait", "collective", "sim", "depth"])
     ap.add_argument("--n", type=int, default=1)
     ap.add_argument("--m", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--depth", type=int, default=0, help="depth: nested C calls at the yield (default 0)")
     ap.add_argument("--lib", required=True, help="the libkbthreads.so to load (KBTHREADS_LIBRARY)")
     ap.add_argument("--accel", required=True, help="the binding's compiled extension to load (KBTHREADS_ACCEL)")
     ap.add_argument("--binding", default=os.path.join(os.path.dirname(HERE), "bindings", "python"),
@@ -157,6 +174,8 @@ def main() -> None:
     print("KBI,python_version,%s" % sys.version.split()[0])
     if a.mode == "sim":
         run_sim(kbthreads, a, a.impl)
+    elif a.mode == "depth":
+        run_depth(kbthreads, a, a.impl)
     else:
         run_loop(kbthreads, a, a.impl)
 

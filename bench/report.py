@@ -18,7 +18,8 @@ they show: report_floors_peers.py (the yield loop's targets, its ratios to
 the floors and peers, one verdict line each), report_python.py (Python
 ranks and timed joins), report_batons.py (condvar beside futex),
 report_best_config.py (the default against the best configuration),
-report_simulation.py (the simulation-shaped job), report_load.py (a CPU
+report_simulation.py (the simulation-shaped job), report_depth.py (a yield
+deep in C frames, kbthreads against greenlet), report_load.py (a CPU
 hog, two side by side, the load at each job's start). Every section
 receives a ReportContext (bench/report_context.py): the results and the
 lines written so far. The yield loop's targets are computed once
@@ -38,6 +39,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import report_batons  # noqa: E402
 import report_best_config  # noqa: E402
+import report_depth  # noqa: E402
 import report_floors_peers  # noqa: E402
 import report_load  # noqa: E402
 import report_python  # noqa: E402
@@ -384,6 +386,7 @@ def write_report(R: Results, src: str, out: str, notes_path: Optional[str]) -> N
     report_batons.write(ctx)
     report_best_config.write(ctx)
     report_simulation.write(ctx)
+    report_depth.write(ctx)
     report_load.write(ctx)
     section_yield(ctx)
     report_floors_peers.section_ratios(ctx, t)
@@ -410,8 +413,8 @@ def main() -> None:
         sys.exit("report.py: %s not found: run `make bench` first" % a.results)
     with open(a.results) as f:
         R = Results(json.load(f))
-    ok1, ok2 = write_plots(R, a.png_dir)
-    if not (ok1 and ok2):
+    ok1, ok2, ok_depth = write_plots(R, a.png_dir)
+    if not (ok1 and ok2 and (ok_depth or not report_depth.depths(R))):
         print("report.py: note: plots not (all) written (gnuplot missing or no data)", file=sys.stderr)
     write_report(R, a.results, a.out, a.notes)
     print("wrote %s%s" % (a.out, " and plots in %s" % a.png_dir if ok1 else ""))

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The report's plots, for bench/report.py: ns per yield (and per ring
-handoff) against N, unpinned and with every thread on one CPU. gnuplot
-draws them when it is installed; without it the report is written alone.
+handoff) against N, unpinned and with every thread on one CPU; and µs per
+yield against the depth of C frames at the yield (the depth job, N = 8).
+gnuplot draws them when it is installed; without it the report is written
+alone.
 """
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from bench_shared import fmt_ns
+import report_depth
 from report_context import Results
 
 # The two plots' series: (bench, impl, pin, label, gnuplot style).
@@ -32,6 +35,11 @@ PINNED_PLOT: List[PlotSeries] = [
     ("handoff", "futex_ring", 1, "futex ring, pinned", "lw 2 pt 5 lc rgb '#1f77b4'"),
     ("handoff", "sem_ring", 1, "semaphore ring, pinned", "lw 2 pt 9 lc rgb '#17becf'"),
     ("handoff", "cond_bcast", 1, "mutex+condvar broadcast, pinned", "lw 2 pt 11 lc rgb '#8c564b'")]
+# The depth plot's series: (impl, label, gnuplot style); x is the depth, not N.
+DepthSeries = Tuple[str, str, str]
+DEPTH_PLOT: List[DepthSeries] = [
+    ("kbthreads_py", "kbthreads (Python)", "lw 3 pt 7 lc rgb '#d62728'"),
+    ("greenlet", "greenlet (Python)", "lw 2 pt 13 lc rgb '#2ca02c'")]
 
 
 def gnuplot_terminal() -> Tuple[Optional[str], Optional[str]]:
@@ -87,17 +95,63 @@ def plot_script(R: Results, term: str, png: str, title: str, plots: Sequence[str
     ])
 
 
-def plot(R: Results, png: str, title: str, series_spec: Sequence[PlotSeries]) -> bool:
-    """Write one plot; False when gnuplot is missing, fails, or nothing was measured."""
+def depth_plot_lines(R: Results, tmp: str) -> List[str]:
+    """The depth plot's clauses: a data file in tmp per measured series, µs against D."""
+    plots = []
+    n = report_depth.depth_n(R)
+    for impl, label, style in DEPTH_PLOT:
+        pts = [(d, R.get(report_depth.PREFIX + str(d), impl, 0, n)) for d in report_depth.depths(R)]
+        pts = [(d, p) for d, p in pts if p]
+        if not pts:
+            continue
+        path = os.path.join(tmp, "depth-%s.dat" % impl)
+        with open(path, "w") as f:
+            for d, p in pts:
+                f.write("%d %.4f %.4f %.4f\n" % (d, p["median"] / 1e3, p["min"] / 1e3, p["max"] / 1e3))
+        plots.append("'%s' using 1:2:3:4 with yerrorlines %s title '%s'" % (path, style, label))
+    return plots
+
+
+def depth_plot_script(R: Results, term: str, png: str, title: str, plots: Sequence[str]) -> str:
+    """The depth plot's script: linear axes (greenlet's cost grows with D), D on x, µs on y."""
+    font = "font 'DejaVu Sans,11'" if term == "pngcairo" else ""
+    ds = report_depth.depths(R)
+    c = report_depth.crossover(R)
+    lines = [
+        "set terminal %s size 1000,760 %s" % (term, font),
+        "set output '%s'" % png,
+        "set title '%s'" % title,
+        "set xrange [-10:%g]" % (max(ds) * 1.05 + 10),
+        "set yrange [0:*]",
+        "set xtics (%s)" % ", ".join("'%d' %d" % (d, d) for d in ds),
+        "set xlabel 'D (nested C calls back into Python at the yield; N = %d ranks)'" % report_depth.depth_n(R),
+        "set ylabel 'µs per yield (median; bars: min to max)'",
+        "set grid xtics ytics",
+        "set key inside left top opaque box samplen 3 spacing 1.1",
+    ]
+    if c is not None:  # why a line: the crossover is the figure the section reports
+        lines.append("set arrow from %d, graph 0 to %d, graph 1 nohead dt 3 lw 2 lc rgb '#777777'" % (c, c))
+        lines.append("set label 'crossover D = %d' at %d, graph 0.95 offset 1,0" % (c, c))
+    return "\n".join(lines + ["plot " + ", \\\n     ".join(plots)])
+
+
+LinesFn = Callable[[Results, str], List[str]]
+ScriptFn = Callable[[Results, str, str, str, Sequence[str]], str]
+
+
+def plot(R: Results, png: str, title: str, series_spec: Sequence[PlotSeries],
+         lines_fn: Optional[LinesFn] = None, script_fn: ScriptFn = plot_script) -> bool:
+    """Write one plot; False when gnuplot is missing, fails, or nothing was measured.
+    lines_fn and script_fn: another plot's clauses and script (default: the yield plots')."""
     gp, term = gnuplot_terminal()
     if not gp or not term:
         return False
     tmp = tempfile.mkdtemp(prefix="kbbench-plot-")
     try:
-        plots = plot_lines(R, tmp, series_spec)
+        plots = lines_fn(R, tmp) if lines_fn else plot_lines(R, tmp, series_spec)
         if not plots:
             return False
-        p = subprocess.run([gp], input=plot_script(R, term, png, title, plots), capture_output=True, text=True)
+        p = subprocess.run([gp], input=script_fn(R, term, png, title, plots), capture_output=True, text=True)
         if p.returncode != 0:
             print("report.py: gnuplot failed: %s" % p.stderr.strip(), file=sys.stderr)
             return False
@@ -106,12 +160,15 @@ def plot(R: Results, png: str, title: str, series_spec: Sequence[PlotSeries]) ->
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_plots(R: Results, png_dir: str) -> Tuple[bool, bool]:
-    """The unpinned and the pinned plot: whether each was written."""
+def write_plots(R: Results, png_dir: str) -> Tuple[bool, bool, bool]:
+    """The unpinned, the pinned and the depth plot: whether each was written."""
     os.makedirs(png_dir, exist_ok=True)
     ok1 = plot(R, os.path.join(png_dir, "bench-yield.png"),
                "ns per yield against N (unpinned; floors: per handoff)", UNPINNED_PLOT)
     ok2 = plot(R, os.path.join(png_dir, "bench-yield-pinned.png"),
                "ns per yield against N, every thread on one CPU (floors: per handoff)", PINNED_PLOT)
-    return ok1, ok2
+    ok3 = plot(R, os.path.join(png_dir, "bench-depth.png"),
+               "µs per yield against the depth of C frames at the yield, kbthreads against greenlet", [],
+               lines_fn=depth_plot_lines, script_fn=depth_plot_script)
+    return ok1, ok2, ok3
 

@@ -13,6 +13,7 @@ per measured repetition (see bench_common.h). The run is split by concern:
   plan.py            how much work each job does, at which N (M scaled per N)
   jobs_loops.py      yield, wait, collective, spawn; floors; peers; Python
   jobs_sim.py        the simulation-shaped job and its checksums
+  jobs_depth.py      a yield D levels deep in C, the binding against greenlet
   jobs_loaded.py     a CPU hog, two simulations side by side
   jobs_limits.py     memory per idle rank, the largest N
   runner.py          the run's state and its one way to run a job, through
@@ -52,6 +53,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import aggregate  # noqa: E402
 import baseline  # noqa: E402
 import compare  # noqa: E402
+import jobs_depth  # noqa: E402
 import jobs_limits  # noqa: E402
 import jobs_loaded  # noqa: E402
 import jobs_loops  # noqa: E402
@@ -99,6 +101,7 @@ def run_jobs(r: Runner) -> Dict[str, Any]:
     for n in r.plan.sim_ns:
         jobs_sim.sim_family(r, n)
     sim = dict(r.plan.sim_params(), checksums=r.sim_checksums, mismatch=jobs_sim.check_checksums(r))
+    jobs_depth.depth_family(r)
     jobs_loaded.hog_section(r)
     jobs_loaded.pair_section(r)
     jobs_limits.memory(r)
@@ -158,8 +161,8 @@ def parse_args() -> argparse.Namespace:
                     help="run only these families: kbthreads floors peers yield wait collective spawn mem maxn "
                          "futex sem cond swapcontext greenlet simgrid spread (the --spread jobs) join (timed "
                          "kb_join) python (the binding) taskset pin (the best-of-configurations jobs) sim (the "
-                         "simulation-shaped job) hog pair (the loaded sections); the condvar baton's jobs go "
-                         "with the futex ones")
+                         "simulation-shaped job) depth (a yield deep in C frames, the binding and greenlet) hog "
+                         "pair (the loaded sections); the condvar baton's jobs go with the futex ones")
     ap.add_argument("--quiet-wait", type=int, default=0,
                     help="first wait up to this many seconds for the 1-minute load to drop")
     ap.add_argument("--no-maxn", action="store_true", help="skip the largest-N search")
