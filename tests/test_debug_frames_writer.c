@@ -64,27 +64,13 @@ static void test_writer(int fd, int max_frames, void *arg)
     (void)w;
 }
 
-static void sleep_through(long ms)
-{
-    struct timespec end;
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    end.tv_sec += ms / 1000;
-    end.tv_nsec += (ms % 1000) * 1000000L;
-    if (end.tv_nsec >= 1000000000L) {
-        end.tv_sec++;
-        end.tv_nsec -= 1000000000L;
-    }
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, NULL) != 0)
-        ;
-}
-
 int kbt_frames_stalling_rank(int rank, void *arg);
 int kbt_frames_stalling_rank(int rank, void *arg)
 {
     (void)arg;
     rank_tid[rank] = (int)syscall(SYS_gettid);
     if (rank == 1)
-        sleep_through(500);
+        kbt_sleep_ms(500); /* goes on sleeping after the stall signal */
     return kb_yield();
 }
 

@@ -8,7 +8,6 @@ under test, with the package and the library of this source tree."""
 import io
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import textwrap
 import pytest
 
 import kbthreads
+from cbuild import build_c_library
 from kbthreads import _loader
 
 # A KB_PORTABLE library records no kernel thread id (docs/debugging.md,
@@ -35,6 +35,7 @@ DUMP = [sys.executable, _LAUNCHER] if os.path.exists(_LAUNCHER) else \
     [sys.executable, "-c", "import sys; from kbthreads_tools.dump import main; sys.exit(main())"]
 
 C_HELPERS = r"""
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <time.h>
 /* Busy for ms milliseconds: called through ctypes.PyDLL it holds the GIL. */
 void spin_ms(int ms)
@@ -54,14 +55,8 @@ void crash_here(void)
 
 @pytest.fixture(scope="module")
 def helpers(tmp_path_factory):
-    """A shared library with spin_ms and crash_here, built with the system's cc."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    assert cc, "a C compiler (build-essential) is needed to build the test's helper library"
-    d = tmp_path_factory.mktemp("helpers")
-    src, lib = d / "helpers.c", d / "libhelpers.so"
-    src.write_text(C_HELPERS)
-    subprocess.run([cc, "-shared", "-fPIC", "-O0", "-o", str(lib), str(src)], check=True)
-    return str(lib)
+    """A shared library with spin_ms and crash_here."""
+    return build_c_library(tmp_path_factory.mktemp("helpers"), "helpers", C_HELPERS)
 
 
 def line_of(source: str, marker: str) -> int:

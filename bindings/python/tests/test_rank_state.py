@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -23,6 +21,7 @@ from typing import Any, Callable
 
 import pytest
 
+from cbuild import build_c_library
 from greenlet_ranks import GREENLET, KBTHREADS, SCHEDULERS
 from kbthreads import _loader
 
@@ -264,13 +263,7 @@ void block_ms(int ms)
 @pytest.fixture(scope="module")
 def clib(tmp_path_factory):
     """The helpers above, built with the system's cc and loaded with ctypes."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    assert cc, "a C compiler (build-essential) is needed to build the test's helper library"
-    d = tmp_path_factory.mktemp("rank_state")
-    src, lib = d / "rank_state.c", d / "librank_state.so"
-    src.write_text(C_HELPERS)
-    subprocess.run([cc, "-std=c11", "-shared", "-fPIC", "-O0", "-o", str(lib), str(src)], check=True)
-    h = ctypes.CDLL(str(lib))
+    h = ctypes.CDLL(build_c_library(tmp_path_factory.mktemp("rank_state"), "rank_state", C_HELPERS))
     h.set_device.argtypes, h.set_device.restype = [ctypes.c_int], None
     h.get_device.argtypes, h.get_device.restype = [], ctypes.c_int
     h.block_ms.argtypes, h.block_ms.restype = [ctypes.c_int], None
