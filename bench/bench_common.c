@@ -66,7 +66,7 @@ void bench_parse(int argc, char **argv, struct bench_opts *o)
 {
     const char *slash = strrchr(argv[0], '/');
     prog = slash ? slash + 1 : argv[0];
-    *o = (struct bench_opts){.n = 1, .m = 1000, .reps = 5, .k = 1, .join_ms = -1};
+    *o = (struct bench_opts){.n = 1, .m = 1000, .reps = 5, .k = 1, .join_ms = -1, .work_ns = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -92,6 +92,9 @@ void bench_parse(int argc, char **argv, struct bench_opts *o)
         } else if (strcmp(a, "--join") == 0) {
             o->join_ms = parse_long(a, v);
             i++;
+        } else if (strcmp(a, "--work") == 0) {
+            o->work_ns = parse_long(a, v);
+            i++;
         } else if (a[0] != '-' && !o->mode) {
             o->mode = a;
         } else {
@@ -100,6 +103,8 @@ void bench_parse(int argc, char **argv, struct bench_opts *o)
     }
     if (o->n < 1 || o->m < 1 || o->k < 1)
         bench_die("--n, --m and --k must be at least 1");
+    if (o->work_ns > 1000000000L)
+        bench_die("--work: at most 1000000000 ns (one second) per operation");
     if (o->pin && o->spread)
         bench_die("--pin and --spread exclude each other (one CPU for every thread, or a CPU per rank)");
 }

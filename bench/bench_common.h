@@ -39,7 +39,7 @@ void bench_info(const char *key, const char *value);
 /** Print "<prog>: <message>" on stderr and exit(2). */
 __attribute__((noreturn, format(printf, 1, 2))) void bench_die(const char *fmt, ...);
 
-/** Common options: --n N --m M --reps R --pin --spread --stack BYTES --k K --join MS. */
+/** Common options: --n N --m M --reps R --pin --spread --stack BYTES --k K --join MS --work NS. */
 struct bench_opts {
     const char *mode; /* the first positional argument, or NULL */
     long n;           /* ranks (or ring members - 1) */
@@ -50,10 +50,11 @@ struct bench_opts {
     long stack;       /* stack size in bytes, 0 = default */
     long k;           /* a second count (spawns per repetition) */
     long join_ms;     /* kb_bench loops: drive with kb_start + kb_join(pc, join_ms) slices; -1 = kb_spawn */
+    long work_ns;     /* kb_bench loops: work before each suspension point (bench_work.h); -1 = not given */
 };
 
 /** Parse argv into o (defaults: n 1, m 1000, reps 5, pin 0, spread 0, stack
- *  0, k 1, join -1). --pin together with --spread is a usage error (exit 2). */
+ *  0, k 1, join -1, work -1). --pin together with --spread is a usage error (exit 2). */
 void bench_parse(int argc, char **argv, struct bench_opts *o);
 
 /** Pin the calling thread to the CPU it is running on; returns that CPU. */

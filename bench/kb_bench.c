@@ -6,6 +6,9 @@
  *   kb_bench wait       --n N --m M --reps R [--pin|--spread]   ns per kb_wait on a fresh handle (a drain
  *                                                                per round)
  *   kb_bench collective --n N --m M --reps R [--pin|--spread]   ns per collective submit + wait
+ *   kb_bench yield|wait|collective ... --work NS                 each rank works NS ns before every call
+ *                                                                (bench_work.h; figures yield_wNS, ...: the
+ *                                                                work is in them)
  *   kb_bench yield|wait|collective ... --join MS                 the same loops driven by kb_start and
  *                                                                kb_join(pc, MS) slices until it returns 1
  *                                                                (impl kbthreads_join), as the Python binding
@@ -20,6 +23,11 @@
  *
  * The loops and sim also report the process's CPU time per operation over
  * the same interval (figures yield_cpu, wait_cpu, collective_cpu, sim_cpu).
+ * After the timed repetitions a loop makes one more spawn of the same
+ * shape with kb_spawn_opts.stats (which times every turn, so it is not
+ * timed itself) and reports the wait mode it ended in and the reactive
+ * policy's estimates (ns per handoff, 0 = not measured):
+ * KBI,wait_end,<mode>:<reactive>:<switches>:<probes>:sleep=<ns>/look=<ns>/nudge=<ns>/spin=<ns>.
  *
  * Timing of the loops: every rank makes one warm-up call (its first turn
  * also starts its thread's function), stamps the clock, makes M calls and
@@ -45,6 +53,7 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_work.h"
 #include "kb_sim.h"
 
 enum loop_kind { LOOP_YIELD, LOOP_WAIT, LOOP_COLLECTIVE };
@@ -53,6 +62,7 @@ struct loop_arg {
     kb_ctx *ctx;
     enum loop_kind kind;
     long n, m;
+    uint64_t work;  /* bench_work iterations before each call */
     kb_handle base; /* handles of this repetition: base + 1 + step * n + rank */
     uint64_t *t_first, *t_last;
     uint64_t cpu_first, cpu_last; /* process CPU time at rank 0's first and rank n-1's last stamp */
@@ -60,6 +70,8 @@ struct loop_arg {
 
 static int loop_step(struct loop_arg *a, int rank, long step)
 {
+    if (a->work)
+        bench_work(a->work);
     kb_handle h = a->base + 1 + (kb_handle)step * (kb_handle)a->n + (kb_handle)rank;
     switch (a->kind) {
     case LOOP_YIELD:
@@ -178,11 +190,42 @@ static void set_pinning(const struct bench_opts *o, kb_spawn_opts *so)
 #endif
 }
 
-static void run_loop(const struct bench_opts *o, enum loop_kind kind, const char *name)
+/* One more spawn of the loop, with stats: the wait mode it ends in (a
+ * library older than kb_wait_mode, measured as a baseline, has none). */
+static void report_wait_end(struct loop_arg *a, const struct bench_opts *o, kb_spawn_opts so)
+{
+#ifndef KB_WAIT_MODES
+    (void)a;
+    (void)o;
+    (void)so;
+#else
+    kb_spawn_stats st = {0};
+    so.stats = &st;
+    if (o->join_ms >= 0)
+        join_or_die(a->ctx, loop_rank, a, o->n, &so, o->join_ms);
+    else
+        spawn_or_die(a->ctx, loop_rank, a, o->n, &so);
+    a->base += (kb_handle)(o->m + 1) * (kb_handle)o->n;
+    char buf[192];
+    int len = snprintf(buf, sizeof buf, "%s:%d:%llu:%llu:", kb_wait_mode_name(st.wait_mode), st.wait_reactive,
+                       (unsigned long long)st.wait_switches, (unsigned long long)st.wait_probes);
+    for (int m = 0; m < KB_WAIT_MODES && len > 0 && (size_t)len < sizeof buf; m++)
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%s=%llu", m ? "/" : "", kb_wait_mode_name(m),
+                        (unsigned long long)st.wait_ns[m]);
+    bench_info("wait_end", buf);
+#endif
+}
+
+static void run_loop(const struct bench_opts *o, enum loop_kind kind, const char *base_name)
 {
     kb_spawn_opts so = {0};
     set_pinning(o, &so);
-    struct loop_arg a = {.kind = kind, .n = o->n, .m = o->m};
+    char name[48];
+    if (o->work_ns >= 0)
+        snprintf(name, sizeof name, "%s_w%ld", base_name, o->work_ns);
+    else
+        snprintf(name, sizeof name, "%s", base_name);
+    struct loop_arg a = {.kind = kind, .n = o->n, .m = o->m, .work = bench_work_iterations(o->work_ns)};
     a.t_first = calloc((size_t)o->n, sizeof *a.t_first);
     a.t_last = calloc((size_t)o->n, sizeof *a.t_last);
     if (!a.t_first || !a.t_last)
@@ -201,7 +244,7 @@ static void run_loop(const struct bench_opts *o, enum loop_kind kind, const char
         a.base += (kb_handle)(o->m + 1) * (kb_handle)o->n;
         uint64_t ops = (uint64_t)o->n * (uint64_t)o->m;
         if (rep >= 0) {
-            char cpu_name[32];
+            char cpu_name[64];
             snprintf(cpu_name, sizeof cpu_name, "%s_cpu", name);
             bench_emit(name, affinity_impl(o), o->pin, o->n, rep, (double)(last - first) / (double)ops, "ns",
                        ops);
@@ -209,6 +252,7 @@ static void run_loop(const struct bench_opts *o, enum loop_kind kind, const char
                        (double)(a.cpu_last - a.cpu_first) / (double)ops, "ns", ops);
         }
     }
+    report_wait_end(&a, o, so);
     int rc = kb_ctx_destroy(a.ctx);
     if (rc)
         bench_die("kb_ctx_destroy: %s", kb_strerror(rc));
@@ -327,10 +371,13 @@ int main(int argc, char **argv)
     if (!o.mode)
         bench_die(
             "usage: kb_bench yield|wait|collective|spawn|mem|maxn|sim [--n N] [--m M] [--k K] [--reps R] "
-            "[--pin | --spread] [--join MS] [--stack BYTES]");
+            "[--pin | --spread] [--join MS] [--work NS] [--stack BYTES]");
     if (o.join_ms >= 0 && strcmp(o.mode, "yield") != 0 && strcmp(o.mode, "wait") != 0 &&
         strcmp(o.mode, "collective") != 0)
         bench_die("--join applies to yield, wait and collective, not %s", o.mode);
+    if (o.work_ns >= 0 && strcmp(o.mode, "yield") != 0 && strcmp(o.mode, "wait") != 0 &&
+        strcmp(o.mode, "collective") != 0)
+        bench_die("--work applies to yield, wait and collective, not %s", o.mode);
     if (o.spread && (strcmp(o.mode, "mem") == 0 || strcmp(o.mode, "maxn") == 0))
         bench_die("--spread applies to yield, wait, collective and spawn, not %s", o.mode);
     bench_info("kb_version", kb_version());

@@ -33,6 +33,13 @@ SIM_OPS_PER_STEP = 6
 DEPTH_N = 8
 DEPTHS_FULL = [0, 10, 50, 100, 150, 200, 300, 400]
 DEPTHS_SMOKE = [0, 50]
+# The wait-policy jobs (issue 31, bench/jobs_policy.py): work in ns before
+# each suspension point, and processes per configuration and cell
+# (interleaved), each of POLICY_REPS repetitions.
+POLICY_WORKS = [0, 2000]
+POLICY_PROCESSES_FULL = 3
+POLICY_REPS_FULL = 3
+POLICY_NS_SMOKE = [8]
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -65,6 +72,12 @@ class Plan:
         self.depth_ops = max(400, int(40000 * s))
         self.depths = DEPTHS_SMOKE if smoke else DEPTHS_FULL
         self.depth_n = DEPTH_N
+        # The wait-policy jobs: about 60 ms per repetition at 5 us per operation.
+        self.policy_works = POLICY_WORKS
+        self.policy_ns = POLICY_NS_SMOKE if smoke else list(self.ns)
+        self.policy_ops = max(600, int(12000 * s))
+        self.policy_reps = 2 if smoke else POLICY_REPS_FULL
+        self.policy_processes = 1 if smoke else POLICY_PROCESSES_FULL
         self.mem_n = 256 if smoke else 4096
         self.timeout = 120 if smoke else 600
 
@@ -89,6 +102,8 @@ class Plan:
             "small_stack": SMALL_STACK, "swap_ops": self.swap_ops,
             "depth": {"n": self.depth_n, "depths": self.depths, "ops": self.depth_ops,
                       "m": self.m_for(self.depth_ops, self.depth_n)},
+            "policy": {"works": self.policy_works, "ns": self.policy_ns, "ops": self.policy_ops,
+                       "reps": self.policy_reps, "processes": self.policy_processes},
         }
 
     def sim_params(self) -> Dict[str, object]:

@@ -20,7 +20,8 @@ ranks and timed joins), report_batons.py (condvar beside futex),
 report_best_config.py (the default against the best configuration),
 report_simulation.py (the simulation-shaped job), report_depth.py (a yield
 deep in C frames, kbthreads against greenlet), report_load.py (a CPU
-hog, two side by side, the load at each job's start). Every section
+hog, two side by side, the load at each job's start), report_policy.py (the
+reactive wait policy against the forced ones). Every section
 receives a ReportContext (bench/report_context.py): the results and the
 lines written so far. The yield loop's targets are computed once
 (report_floors_peers.floor_peer_targets) because three sections read them.
@@ -42,6 +43,7 @@ import report_best_config  # noqa: E402
 import report_depth  # noqa: E402
 import report_floors_peers  # noqa: E402
 import report_load  # noqa: E402
+import report_policy  # noqa: E402
 import report_python  # noqa: E402
 import report_simulation  # noqa: E402
 from bench_shared import fmt_ns, fmt_ratio, fmt_val  # noqa: E402
@@ -388,6 +390,7 @@ def write_report(R: Results, src: str, out: str, notes_path: Optional[str]) -> N
     report_simulation.write(ctx)
     report_depth.write(ctx)
     report_load.write(ctx)
+    report_policy.write(ctx)
     section_yield(ctx)
     report_floors_peers.section_ratios(ctx, t)
     report_floors_peers.section_discussion(ctx, t)

@@ -15,6 +15,7 @@ per measured repetition (see bench_common.h). The run is split by concern:
   jobs_sim.py        the simulation-shaped job and its checksums
   jobs_depth.py      a yield D levels deep in C, the binding against greenlet
   jobs_loaded.py     a CPU hog, two simulations side by side
+  jobs_policy.py     the reactive wait policy against each forced one, idle, with a hog, side by side
   jobs_limits.py     memory per idle rank, the largest N
   runner.py          the run's state and its one way to run a job, through
   idle_gate.py       the bounded wait for an idle machine before each job,
@@ -57,6 +58,7 @@ import jobs_depth  # noqa: E402
 import jobs_limits  # noqa: E402
 import jobs_loaded  # noqa: E402
 import jobs_loops  # noqa: E402
+import jobs_policy  # noqa: E402
 import jobs_sim  # noqa: E402
 from bench_shared import BUSY_SHARE  # noqa: E402
 from machine import build_type, loadavg, machine_info  # noqa: E402
@@ -104,6 +106,7 @@ def run_jobs(r: Runner) -> Dict[str, Any]:
     jobs_depth.depth_family(r)
     jobs_loaded.hog_section(r)
     jobs_loaded.pair_section(r)
+    r.policy = jobs_policy.policy_family(r)
     jobs_limits.memory(r)
     jobs_limits.maxn(r)
     return sim
@@ -135,6 +138,7 @@ def go(r: Runner) -> Dict[str, Any]:
         "baseline_bindir": r.baseline_bindir,
         "idle": dict(r.gate.params(), hog_cpu=jobs_loaded.other_cpu(), taskset_cpu=min(os.sched_getaffinity(0))),
         "sim": sim,
+        "policy": r.policy,
         "params": dict(r.plan.params(), retry_busy=r.args.retry_busy, retry_budget=r.args.retry_budget),
         "info": r.info,
         "notes": r.notes,
@@ -162,7 +166,8 @@ def parse_args() -> argparse.Namespace:
                          "futex sem cond swapcontext greenlet simgrid spread (the --spread jobs) join (timed "
                          "kb_join) python (the binding) taskset pin (the best-of-configurations jobs) sim (the "
                          "simulation-shaped job) depth (a yield deep in C frames, the binding and greenlet) hog "
-                         "pair (the loaded sections); the condvar baton's jobs go with the futex ones")
+                         "pair (the loaded sections) policy (the wait-policy jobs; hog and pair take their "
+                         "parts too); the condvar baton's jobs go with the futex ones")
     ap.add_argument("--quiet-wait", type=int, default=0,
                     help="first wait up to this many seconds for the 1-minute load to drop")
     ap.add_argument("--no-maxn", action="store_true", help="skip the largest-N search")

@@ -50,6 +50,7 @@ class Runner:
         self.retries = Retries(args.retry_busy, args.retry_budget)
         self.sim_checksums: Dict[str, Dict[str, str]] = {}  # str(N) -> {impl: "N:M:checksum:events"}
         self.maxn_result: Optional[Dict[str, Any]] = None
+        self.policy: List[Dict[str, Any]] = []  # bench/jobs_policy.py's cells
         self.py_paths: Dict[str, str] = {}
         self.greenlet_ok = False
         self.python = PYTHON

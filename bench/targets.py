@@ -45,6 +45,21 @@ TARGETS = [
     Target("sim_py_8", "simulation", 2.5, "x", "Python simulation / greenlet's at N=8"),
     Target("sim_py_64", "simulation", 2.5, "x", "Python simulation / greenlet's at N=64"),
     Target("sim_py_512", "simulation", 2.5, "x", "Python simulation / greenlet's at N=512"),
+    # The reactive wait policy (issue 31, report_policy.py): the default
+    # against the forced modes and the library's own in the same run.
+    Target("policy_idle_forced", "reactive wait policy", 1.15, "x",
+           "default / the best forced unpinned mode, idle, yield and wait, 0 and 2 us of work, every N"),
+    Target("policy_idle_own", "reactive wait policy", 1.25, "x",
+           "default / the best of KB_AFFINITY_ONE_CPU, KB_AFFINITY_SPREAD, taskset -c 0, the same cells"),
+    Target("policy_loaded_forced", "reactive wait policy", 1.15, "x",
+           "default / the best forced mode, with a CPU hog and two simulations side by side"),
+    Target("policy_measuring", "reactive wait policy", 1.03, "x",
+           "default / the forced mode it ended in, N = 1, 2, idle"),
+    Target("policy_sim_py_1", "reactive wait policy", 1.25, "x", "Python simulation / greenlet's at N=1"),
+    Target("policy_sim_py_2", "reactive wait policy", 2.0, "x", "Python simulation / greenlet's at N=2"),
+    Target("policy_sim_py_8", "reactive wait policy", 3.0, "x", "Python simulation / greenlet's at N=8"),
+    Target("policy_sim_py_64", "reactive wait policy", 3.0, "x", "Python simulation / greenlet's at N=64"),
+    Target("policy_sim_py_512", "reactive wait policy", 3.0, "x", "Python simulation / greenlet's at N=512"),
     # A loaded machine (issue 20): the new build against --baseline-bindir's.
     Target("loaded_vs_baseline", "load", 1.0, "x", "new / baseline, with a CPU hog and two side by side"),
 ]
@@ -56,6 +71,11 @@ def limit(key: str) -> float:
     return BY_KEY[key].limit
 
 
-def sim_py_limits() -> Dict[int, float]:
-    """{N: limit} of the Python simulation against greenlet."""
-    return {int(t.key.rsplit("_", 1)[1]): t.limit for t in TARGETS if t.key.startswith("sim_py_")}
+def sim_py_limits(prefix: str = "sim_py_") -> Dict[int, float]:
+    """{N: limit} of the Python simulation against greenlet (issue 20's targets)."""
+    return {int(t.key.rsplit("_", 1)[1]): t.limit for t in TARGETS if t.key.startswith(prefix)}
+
+
+def policy_sim_limits() -> Dict[int, float]:
+    """{N: limit} of the Python simulation against greenlet that issue 31 set."""
+    return sim_py_limits("policy_sim_py_")

@@ -387,12 +387,18 @@ typedef struct kb_spawn_opts {
      * environment sets KB_CRASH_REPORT=1. */
     int crash_report;
     /** 0 (default): threads run wherever the OS puts them, and how a
-     *  waiting rank waits for its turn follows the rank count and the CPUs
-     *  the driver may use (up to four ranks per CPU it looks at its slot,
-     *  yielding the CPU between looks; beyond that it sleeps and is woken
-     *  ahead of its turn: docs/design.md, "the wait policy"). The
-     *  environment's KB_WAIT_POLICY=spin, look, nudge or sleep (or auto)
-     *  overrides that choice; it never changes the order.
+     *  waiting rank waits for its turn (kb_wait_mode) is the reactive wait
+     *  policy's: it starts from the rank count and the CPUs the driver may
+     *  use, measures the wall time per handoff of the mode in use over
+     *  windows of rounds, tries the other modes now and then (a bounded
+     *  share of the time) and switches, at a round boundary, to one
+     *  that measured faster (docs/design.md, "the wait policy";
+     *  kb_spawn_stats reports what it chose and measured). The
+     *  environment's KB_WAIT_POLICY=spin, look, nudge or sleep forces one
+     *  mode for the whole spawn, KB_WAIT_POLICY=static the choice from the
+     *  counts alone (the policy before the reactive one), auto the default;
+     *  KB_WAIT_POLICY=cycle, a test mode, moves to the next mode every
+     *  round. None of them ever changes the order.
      *  KB_AFFINITY_ONE_CPU: pin every rank thread and the driver to the CPU
      *  the driver is on when the spawn starts (only one runs at a time, so
      *  nothing is lost, and a handoff stays on one CPU's caches); the
@@ -491,6 +497,20 @@ typedef struct kb_spawn_opts {
  *  holder woken one turn ahead. */
 #define KB_AFFINITY_SPREAD 2
 
+/** How a rank waits for its next turn (kb_spawn_stats.wait_mode; the
+ *  figures behind each are in docs/design.md, "the wait policy"). */
+typedef enum kb_wait_mode {
+    KB_WAIT_SLEEP = 0, /**< sleeps at once; the post wakes it */
+    KB_WAIT_LOOK = 1,  /**< looks at its slot, yielding the CPU between looks, up to ~50 us, then sleeps */
+    KB_WAIT_NUDGE = 2, /**< sleeps at once; the holder before it wakes it one turn ahead, and it then looks */
+    KB_WAIT_SPIN = 3 /**< looks at its slot with a CPU pause between looks (a CPU of its own), then sleeps */
+} kb_wait_mode;
+/** The number of kb_wait_mode values (the size of kb_spawn_stats.wait_ns). */
+#define KB_WAIT_MODES 4
+
+/** The name of a kb_wait_mode ("sleep", "look", "nudge", "spin"), or "unknown". */
+KB_API const char *kb_wait_mode_name(int mode);
+
 /** Statistics of a spawn (kb_spawn_opts.stats). The caller may point
  *  rank_turns / rank_cpu_ns at arrays of rank_cap entries to get per-rank
  *  figures for ranks 0..rank_cap-1 (NULL: not wanted). */
@@ -506,6 +526,21 @@ typedef struct kb_spawn_stats {
     uint64_t *rank_turns;  /**< caller's array: turns of each rank, or NULL */
     uint64_t *rank_cpu_ns; /**< caller's array: CPU time each rank spent on the baton, or NULL */
     size_t rank_cap;       /**< entries in those arrays */
+    /** The kb_wait_mode ranks wait in at the end (the one chosen, not a
+     *  mode being tried); with an affinity option, the mode it implies
+     *  (KB_AFFINITY_ONE_CPU: sleep; KB_AFFINITY_SPREAD: spin with a CPU per
+     *  rank, else nudge). */
+    int wait_mode;
+    /** 1 when the reactive policy steered the spawn (default affinity,
+     *  KB_WAIT_POLICY unset or auto, not under Valgrind), else 0 (a fixed
+     *  choice: nothing measured, wait_ns all 0). */
+    int wait_reactive;
+    uint64_t wait_switches; /**< times the reactive policy changed the mode it chose */
+    uint64_t wait_probes;   /**< times it tried a mode it was not using */
+    /** Its last estimate for each kb_wait_mode: wall nanoseconds per
+     *  handoff, rank code and drains included (so only comparable within
+     *  one spawn); 0 = never measured (not a candidate, or not tried yet). */
+    uint64_t wait_ns[KB_WAIT_MODES];
 } kb_spawn_stats;
 
 /** The signal a rank thread writes its frames on: the stall watchdog sends

@@ -18,8 +18,13 @@
  *     wake-up that lands there is cheap; it pays while the baton comes
  *     back within the look, and costs CPU time that nobody else wanted.
  *
- * So, with the default affinity and n ranks on c CPUs (the calling
- * thread's affinity mask, read at every spawn):
+ * So the static choice, with the default affinity and n ranks on c CPUs
+ * (the calling thread's affinity mask, read at every spawn), is the one
+ * below. It is what KB_WAIT_POLICY=static keeps for the whole spawn, and
+ * where the reactive default (baton_wait_reactive.c) starts before it has
+ * measured anything; counts alone cannot tell an idle machine from a busy
+ * one, nor rank code that works between suspensions from code that does
+ * not, which is why the default then measures:
  *
  *   c = 1          yielding looks (the CPU never halts between turns)
  *   n < c          yielding looks: a rank looks while the driver drains; on
@@ -35,13 +40,16 @@
  *                  yielding looks; the CPU it wakes on is busy, so the
  *                  wake-up costs no halt, and only two threads are awake
  *
- * KB_WAIT_POLICY=spin|look|nudge|sleep (or auto) overrides the choice for
- * spawns with the default affinity. The affinity options keep their own:
+ * KB_WAIT_POLICY=spin|look|nudge|sleep fixes one mode for spawns with the
+ * default affinity, =static the choice above, =cycle (a test mode) moves
+ * to the next mode every round, and unset or =auto is the reactive
+ * default. The affinity options keep their own:
  * KB_AFFINITY_ONE_CPU sleeps at once (the next holder needs the one CPU);
  * KB_AFFINITY_SPREAD spins when every rank has a CPU and nudges with
  * pausing watches (the nudged rank is pinned to another CPU than the
  * holder). Under Valgrind, which runs one thread at a time, nothing
- * looks: every wait sleeps at once.
+ * looks: every wait sleeps at once (except under =cycle, which is
+ * there to be checked by Valgrind's tools too).
  */
 #include "baton_wait_policy.h"
 
@@ -51,6 +59,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "baton_wait_reactive.h"
 #include "run.h"
 #include "system.h"
 #ifdef KB_HAVE_VALGRIND_H
@@ -78,7 +87,13 @@
 #define PARK_LOOK_NS_PINNED   20000u
 #define PARK_MAX_RANKS_PINNED 512
 
-enum policy { POLICY_AUTO, POLICY_SPIN, POLICY_LOOK, POLICY_NUDGE, POLICY_SLEEP };
+/* What KB_WAIT_POLICY asks for. */
+enum policy {
+    POLICY_REACTIVE, /* unset, "auto": baton_wait_reactive.c */
+    POLICY_STATIC,   /* the choice from the counts alone, fixed for the spawn */
+    POLICY_CYCLE,    /* a test mode: the next mode every round */
+    POLICY_FIXED     /* one kb_wait_mode for the whole spawn */
+};
 
 static int under_valgrind(void)
 {
@@ -115,72 +130,140 @@ static int usable_cpus(void)
     return online_n;
 }
 
-/* KB_WAIT_POLICY, or POLICY_AUTO when unset or malformed (with a
- * warning). */
-static enum policy policy_from_env(void)
+static const char *const mode_names[KB_WAIT_MODES] = {"sleep", "look", "nudge", "spin"};
+
+const char *kb_wait_mode_name(int mode)
 {
-    static const char *const names[] = {"auto", "spin", "look", "nudge", "sleep"};
-    const char *v = getenv("KB_WAIT_POLICY");
-    if (!v || !*v)
-        return POLICY_AUTO;
-    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
-        if (strcmp(v, names[i]) == 0)
-            return (enum policy)i;
-    fprintf(stderr, "kbthreads: ignoring KB_WAIT_POLICY=%s (not auto, spin, look, nudge or sleep)\n", v);
-    return POLICY_AUTO;
+    return mode >= 0 && mode < KB_WAIT_MODES ? mode_names[mode] : "unknown";
 }
 
-static enum policy auto_policy(int nprocs, int ncpu)
+/* KB_WAIT_POLICY, or POLICY_REACTIVE when unset or malformed (with a
+ * warning); a fixed mode in *mode. */
+static enum policy policy_from_env(int *mode)
+{
+    const char *v = getenv("KB_WAIT_POLICY");
+    if (!v || !*v || strcmp(v, "auto") == 0)
+        return POLICY_REACTIVE;
+    if (strcmp(v, "static") == 0)
+        return POLICY_STATIC;
+    if (strcmp(v, "cycle") == 0)
+        return POLICY_CYCLE;
+    for (int m = 0; m < KB_WAIT_MODES; m++)
+        if (strcmp(v, mode_names[m]) == 0) {
+            *mode = m;
+            return POLICY_FIXED;
+        }
+    fprintf(stderr,
+            "kbthreads: ignoring KB_WAIT_POLICY=%s (not auto, static, cycle, spin, look, nudge or sleep)\n",
+            v);
+    return POLICY_REACTIVE;
+}
+
+int kb__wait_static_mode(int nprocs, int ncpu)
 {
     if (ncpu < 2 || nprocs <= LOOK_RANKS_PER_CPU * ncpu)
-        return POLICY_LOOK;
-    return POLICY_NUDGE;
+        return KB_WAIT_LOOK;
+    return KB_WAIT_NUDGE;
 }
 
-static void default_affinity(struct kb_run *run)
+struct kb_wait_budget kb__wait_mode_budget(int mode, int nprocs, int ncpu, int counted)
 {
-    int ncpu = usable_cpus();
-    enum policy p = policy_from_env();
-    int forced = p != POLICY_AUTO;
-    if (!forced)
-        p = auto_policy(run->nprocs, ncpu);
-    struct kb_wait_budget *b = &run->rank_wait;
-    switch (p) {
-    case POLICY_SPIN:
-        b->spin_ns = SPIN_NS;
+    struct kb_wait_budget b = {0};
+    switch (mode) {
+    case KB_WAIT_SPIN:
+        b.spin_ns = SPIN_NS;
         break;
-    case POLICY_LOOK:
-        if (run->nprocs == ncpu && ncpu >= 2 && !forced)
-            b->spin_ns = SHORT_SPIN_NS;
-        b->look_ns = LOOK_NS;
+    case KB_WAIT_LOOK:
+        if (counted && nprocs == ncpu && ncpu >= 2)
+            b.spin_ns = SHORT_SPIN_NS;
+        b.look_ns = LOOK_NS;
         break;
-    case POLICY_NUDGE:
-        b->watch = ncpu >= 2 ? LOOK_NS | KB_WATCH_YIELD : 0;
+    case KB_WAIT_NUDGE:
+        b.watch = ncpu >= 2 ? LOOK_NS | KB_WATCH_YIELD : 0;
         break;
     default:
         break;
     }
-    run->park_look_ns = LOOK_NS;
+    return b;
+}
+
+/* The reactive policy's candidates for n ranks on c CPUs, in the order
+ * they are first tried (the likelier winners on an idle machine first):
+ *   - looking;
+ *   - spinning, only where every rank can have a CPU (a spinner on the CPU
+ *     the next holder needs costs it a time slice). With as many ranks as
+ *     CPUs the driver has none, which costs a loop that drains every round
+ *     (its tries lose) but not one whose rounds leave the driver out:
+ *     there the spin is what the static choice's short spin was for;
+ *   - nudges, where the ranks outnumber the CPUs and there is a second CPU
+ *     to wake on (with fewer ranks the rank after next has a CPU of its
+ *     own, or is the waker itself);
+ *   - sleeping, last: the best only on a busy machine.
+ */
+static int candidates(int nprocs, int ncpu, int *cand)
+{
+    int n = 0;
+    cand[n++] = KB_WAIT_LOOK;
+    if (ncpu >= 2 && nprocs <= ncpu)
+        cand[n++] = KB_WAIT_SPIN;
+    if (ncpu >= 2 && nprocs > ncpu)
+        cand[n++] = KB_WAIT_NUDGE;
+    cand[n++] = KB_WAIT_SLEEP;
+    return n;
+}
+
+static void default_affinity(struct kb_run *run, int valgrind)
+{
+    int ncpu = usable_cpus();
+    int mode = KB_WAIT_SLEEP;
+    enum policy p = policy_from_env(&mode);
+    run->park_look_ns = valgrind ? 0 : LOOK_NS;
+    if (p == POLICY_CYCLE) {
+        /* Every mode, whatever the counts, Valgrind included: the test of
+         * "the order never depends on the mode" (docs/reliability.md). */
+        static const int all[KB_WAIT_MODES] = {KB_WAIT_SLEEP, KB_WAIT_LOOK, KB_WAIT_NUDGE, KB_WAIT_SPIN};
+        kb__wait_reactive_start(run, run->nprocs, ncpu, KB_WAIT_SLEEP, all, KB_WAIT_MODES, 1);
+        return;
+    }
+    if (valgrind)
+        return; /* one thread runs at a time: every look is wasted, sleep at once */
+    if (p == POLICY_FIXED) {
+        run->rank_wait = kb__wait_mode_budget(mode, run->nprocs, ncpu, 0);
+        return;
+    }
+    int home = kb__wait_static_mode(run->nprocs, ncpu);
+    if (p == POLICY_STATIC) {
+        run->rank_wait = kb__wait_mode_budget(home, run->nprocs, ncpu, 1);
+        return;
+    }
+    int cand[KB_WAIT_MODES];
+    int ncand = candidates(run->nprocs, ncpu, cand);
+    kb__wait_reactive_start(run, run->nprocs, ncpu, home, cand, ncand, 0);
 }
 
 void kb__wait_policy_resolve(struct kb_run *run)
 {
     memset(&run->rank_wait, 0, sizeof run->rank_wait);
+    memset(&run->reactive, 0, sizeof run->reactive);
     run->park_look_ns = 0;
-    if (under_valgrind())
-        return;
+    int valgrind = under_valgrind();
     switch (run->opt.affinity) {
     case KB_AFFINITY_ONE_CPU:
-        run->park_look_ns = run->nprocs <= PARK_MAX_RANKS_PINNED ? PARK_LOOK_NS_PINNED : 0;
+        if (!valgrind)
+            run->park_look_ns = run->nprocs <= PARK_MAX_RANKS_PINNED ? PARK_LOOK_NS_PINNED : 0;
         break;
     case KB_AFFINITY_SPREAD:
+        if (valgrind)
+            break;
         if (run->nprocs >= 2 && run->nprocs <= usable_cpus())
             run->rank_wait.spin_ns = SPREAD_SPIN_NS;
         run->rank_wait.watch = run->opt.ncpus >= 2 ? KB_NUDGE_WATCH_NS : 0;
         run->park_look_ns = LOOK_NS;
         break;
     default:
-        default_affinity(run);
+        default_affinity(run, valgrind);
         break;
     }
+    if (run->rank_wait.watch)
+        run->reactive.nudged = 1;
 }

@@ -39,14 +39,19 @@ struct kb_rank *kb__self(void)
 /* End this rank's turn: give the baton to the next rank of the round, or
  * to the driver when this rank is the last one. Returns a slot to nudge
  * once the baton is passed (kb__nudge_target), with w->nudging set: the caller
- * must then call nudge_ahead; else NULL. */
-static struct kb_slot *pass_on(struct kb_rank *rk)
+ * must then call nudge_ahead; else NULL. If wait is not NULL, it gets how
+ * this rank is to wait for its next turn (run->rank_wait, which the
+ * reactive policy may change at a round boundary: read here, with the
+ * baton, after the boundary this rank may have done). */
+static struct kb_slot *pass_on(struct kb_rank *rk, struct kb_wait_budget *wait)
 {
     struct kb_run *run = rk->run;
     kb__turn_end(rk);
     int next = kb__next_in_round(run);
     if (next == KB_DRIVER)
         next = kb__round_boundary(run); /* the next round's first rank, if no driver work */
+    if (wait)
+        *wait = run->rank_wait;
     struct kb_slot *ahead = kb__nudge_target(run, rk->index, next);
     if (ahead)
         ck_pr_store_int(&rk->w->nudging, 1); /* published by the post below */
@@ -76,11 +81,12 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
     rk->susp = susp;
     rk->susp_handle = h;
     /* After pass_on the baton is gone: from here only fields fixed for
-     * the whole spawn (rk->run, rk->w, run->rank_wait) and our own slot
-     * (this rank is live, so its record stays). The nudge comes after the
-     * post so that it costs the next holder nothing. */
-    nudge_ahead(rk->w, pass_on(rk));
-    kb__slot_wait_budget(&rk->w->slot, &rk->run->rank_wait);
+     * the whole spawn (rk->run, rk->w), our own copy of how to wait and our
+     * own slot (this rank is live, so its record stays). The nudge comes
+     * after the post so that it costs the next holder nothing. */
+    struct kb_wait_budget wait;
+    nudge_ahead(rk->w, pass_on(rk, &wait));
+    kb__slot_wait_budget(&rk->w->slot, &wait);
     kb__turn_begin(rk);
     rk->susp = KB_SUSP_NONE;
     if (!rk->cancelled)
@@ -110,7 +116,7 @@ static void rank_finish(struct kb_rank *rk)
         kb__handoff(run, KB_DRIVER);
     } else {
         struct kb_worker *w = rk->w; /* the record may go once the baton does */
-        nudge_ahead(w, pass_on(rk));
+        nudge_ahead(w, pass_on(rk, NULL));
     }
 }
 

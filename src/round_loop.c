@@ -26,6 +26,7 @@
 
 #include "alloc.h"
 #include "baton.h"
+#include "baton_wait_reactive.h"
 #include "clock.h"
 #include "ctx.h"
 #include "queue.h"
@@ -147,7 +148,7 @@ static void driver_wait(struct kb_run *run)
 
 void kb__wait_nudges(struct kb_run *run)
 {
-    for (int i = 0; run->rank_wait.watch && i < run->nprocs; i++) {
+    for (int i = 0; run->reactive.nudged && i < run->nprocs; i++) {
         struct kb_worker *w = run->ranks[i].w;
         while (w && ck_pr_load_int(&w->nudging))
             sched_yield();
@@ -269,6 +270,10 @@ static void begin_round(struct kb_run *run)
     run->round_t0 = run->files.tl ? kb__now_ns() : 0;
     run->stop = KB_STOP_NONE;
     run->pos = 0;
+    /* The reactive wait policy's round boundary: one compare, unless a
+     * window of its measurements ends here. */
+    if (run->reactive.active && run->counters.handoffs >= run->reactive.next_check)
+        kb__wait_reactive_tick(run);
 }
 
 static void end_round(struct kb_run *run)

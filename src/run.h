@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "baton.h"
+#include "baton_wait_reactive.h"
 #include "ctx.h"
 #include "error.h"
 #include "kbthreads.h"
@@ -131,15 +132,20 @@ struct kb_run {
     } join;
     /* How a suspended rank waits for its next turn, and how long the
      * driver, and a worker whose rank finished, look at their slots before
-     * they sleep (baton_wait_policy.c). Fixed for the spawn. rank_wait.watch is
-     * non-zero exactly when ranks nudge the holder after next
-     * (kb__nudge_target). */
+     * they sleep (baton_wait_policy.c). park_look_ns is fixed for the
+     * spawn. rank_wait is (B): fixed too, unless the reactive policy steers
+     * it (reactive.active), which changes it only at round boundaries; a
+     * rank copies it before it passes the baton on (rank.c: pass_on).
+     * rank_wait.watch is non-zero exactly when ranks nudge the holder
+     * after next (kb__nudge_target); reactive.nudged stays 1 once any mode
+     * with nudges was used (kb__wait_nudges). */
     struct kb_wait_budget rank_wait;
     unsigned park_look_ns;
-    pid_t driver_tid;             /* the thread driving now or last (debuggers) */
-    struct kb_run_options opt;    /* fixed once created; spawn_options.h */
-    struct kb_run_files files;    /* run_files.h */
-    struct kb_watch_stamps watch; /* watchdog.h */
+    struct kb_wait_reactive reactive; /* (B) baton_wait_reactive.h */
+    pid_t driver_tid;                 /* the thread driving now or last (debuggers) */
+    struct kb_run_options opt;        /* fixed once created; spawn_options.h */
+    struct kb_run_files files;        /* run_files.h */
+    struct kb_watch_stamps watch;     /* watchdog.h */
     /* the registry of live runs (registry.c), under its lock */
     struct {
         struct kb_run *prev, *next;

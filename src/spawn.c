@@ -133,6 +133,7 @@ static int join_rounds(struct kb_run *run, long timeout_ms)
     if (run->join.timed)
         run->join.deadline = kb__deadline_after_ms(timeout_ms);
     ck_pr_store_int(&run->join.due, timeout_ms == 0);
+    kb__wait_reactive_restart(run); /* the time since the last kb_join is no handoff's */
     struct driver_pin pin;
     pin_driver(run, &pin);
     int rc;
@@ -227,19 +228,18 @@ int kb_process_context_stats(kb_process_context *pc, kb_spawn_stats *stats)
         return KB_EINVAL;
     if (kb__ctx_own(pc->ctx) != 0)
         return KB_EBUSY;
-    if (pc->run)
+    if (pc->run) {
         kb__stats_fill(pc->run, stats);
-    else
-        *stats = (kb_spawn_stats){.rounds = pc->final.rounds,
-                                  .turns = pc->final.turns,
-                                  .handoffs = pc->final.handoffs,
-                                  .drains = pc->final.drains,
-                                  .engine_waits = pc->final.engine_waits,
-                                  .collectives = pc->final.collectives,
-                                  .wall_ns = pc->final.wall_ns,
-                                  .rank_turns = stats->rank_turns,
-                                  .rank_cpu_ns = stats->rank_cpu_ns,
-                                  .rank_cap = stats->rank_cap};
+    } else {
+        /* The totals kept when the run ended; the caller's per-rank arrays
+         * stay as given (the run that filled them is gone). */
+        uint64_t *turns = stats->rank_turns, *cpu = stats->rank_cpu_ns;
+        size_t cap = stats->rank_cap;
+        *stats = pc->final;
+        stats->rank_turns = turns;
+        stats->rank_cpu_ns = cpu;
+        stats->rank_cap = cap;
+    }
     kb__ctx_disown(pc->ctx);
     return 0;
 }

@@ -67,6 +67,7 @@ int kb__worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out
         return KB_ENOMEM;
     }
     kb__hb_sync_word(&w->tid, sizeof w->tid);
+    kb__hb_sync_word(&w->nudging, sizeof w->nudging); /* ck_pr, written by a nudger without the baton */
     w->stack_size = stack_size;
     w->named_rank = -1;
     w->pinned_cpu = -1;

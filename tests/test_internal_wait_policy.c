@@ -3,7 +3,9 @@
  * The wait policy (src/baton_wait_policy.c): which looks a waiting thread takes
  * before it sleeps, and whether ranks nudge ahead, for each affinity
  * option, rank count, CPU count (the calling thread's mask, set here) and
- * KB_WAIT_POLICY. Only the choice is tested here; that every choice gives
+ * KB_WAIT_POLICY. The tests of the counts run under KB_WAIT_POLICY=static
+ * (the choice the reactive default starts from; what the reactive policy
+ * then does is test_internal_wait_reactive.c's). Only the choice is tested here; that every choice gives
  * the same schedule is tested by the differential runs under each policy
  * (tests/reliability, test_rel_differential/wait=*).
  */
@@ -57,7 +59,7 @@ static int machine_cpus(void)
 static int setup(void **state)
 {
     (void)state;
-    unsetenv("KB_WAIT_POLICY");
+    setenv("KB_WAIT_POLICY", "static", 1);
     if (machine_cpus() < 2) {
         fprintf(stderr, "test_internal_wait_policy: needs 2 CPUs, has %d\n", machine_cpus());
         return -1;
@@ -191,6 +193,24 @@ static void test_kb_wait_policy_overrides_the_automatic_choice(void **state)
     setenv("KB_WAIT_POLICY", "auto", 1);
     run = resolve(64, 0, 2);
     assert_true(run.rank_wait.watch & KB_WATCH_YIELD);
+    setenv("KB_WAIT_POLICY", "static", 1);
+}
+
+static void test_the_reactive_default_starts_from_the_static_mode_without_its_short_spin(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    unsetenv("KB_WAIT_POLICY");
+    struct kb_run run = resolve(2, 0, 2);
+    assert_true(run.reactive.active && !run.reactive.cycle);
+    assert_int_equal(run.reactive.home, KB_WAIT_LOOK);
+    assert_true(run.rank_wait.look_ns > 0);
+    assert_int_equal(run.rank_wait.spin_ns, 0); /* its spin candidate stands for the short spin */
+    run = resolve(64, 0, 2);
+    assert_int_equal(run.reactive.home, KB_WAIT_NUDGE);
+    assert_true(run.rank_wait.watch & KB_WATCH_YIELD);
+    setenv("KB_WAIT_POLICY", "static", 1);
 }
 
 /* The text written to stderr while resolving a spawn of n ranks. */
@@ -260,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_with_more_ranks_a_rank_sleeps_at_once_and_nudged_ones_watch_yielding),
         cmocka_unit_test(test_the_driver_looks_yielding_before_it_sleeps_unpinned),
         cmocka_unit_test(test_kb_wait_policy_overrides_the_automatic_choice),
+        cmocka_unit_test(test_the_reactive_default_starts_from_the_static_mode_without_its_short_spin),
         cmocka_unit_test(test_a_malformed_kb_wait_policy_is_ignored_with_a_warning),
         cmocka_unit_test(test_one_cpu_affinity_sleeps_at_once_and_ignores_kb_wait_policy),
         cmocka_unit_test(test_spread_affinity_nudges_with_pausing_watches),

@@ -4,8 +4,10 @@
 # the full sizes that ctest only samples:
 #
 #   make soak        10^8 handoffs in one spawn, 4096 ranks, 10^4 spawn/fail
-#                    cycles on one ctx, with the automatic wait policy and
-#                    again with KB_WAIT_POLICY=nudge (tens of minutes);
+#                    cycles on one ctx, with the reactive wait policy,
+#                    again with KB_WAIT_POLICY=nudge and again with
+#                    KB_WAIT_POLICY=cycle (the mode changes every round;
+#                    tens of minutes each);
 #                    KB_SOAK_HANDOFFS, KB_SOAK_RANKS, KB_SOAK_CYCLES override
 #                    the sizes
 #   make fuzz-long   10^5 seeded random programs on the library and on the
@@ -31,6 +33,7 @@ soak: $(REL_BUILD)/CMakeCache.txt
 	cmake --build $(REL_BUILD) -j $(REL_JOBS) --target test_rel_soak
 	KB_SOAK=1 CMOCKA_MESSAGE_OUTPUT=stdout ./$(REL_DIR)/test_rel_soak
 	KB_SOAK=1 KB_WAIT_POLICY=nudge CMOCKA_MESSAGE_OUTPUT=stdout ./$(REL_DIR)/test_rel_soak
+	KB_SOAK=1 KB_WAIT_POLICY=cycle CMOCKA_MESSAGE_OUTPUT=stdout ./$(REL_DIR)/test_rel_soak
 
 fuzz-long: $(REL_BUILD)/CMakeCache.txt
 	cmake --build $(REL_BUILD) -j $(REL_JOBS) --target test_rel_differential

@@ -45,6 +45,7 @@ from ._errors import (
 from ._loader import accelerated, version
 from ._rank import Rank, Worker, cancelled, getcurrent, rank, world_size
 from ._spawn import ProcessContext
+from ._stats import SpawnStats
 from ._suspend import barrier, yield_
 
 _MultiprocessingNamespace = MultiprocessingNamespace  # the reference's name
@@ -65,6 +66,7 @@ __all__ = [
     "RankFailure",
     "SpawnDiverged",
     "SpawnException",
+    "SpawnStats",
     "SpawnStopped",
     "SpawnTimeout",
     "Worker",

@@ -167,6 +167,9 @@ static PyMethodDef accel_methods[] = {
     {"join", accel_join, METH_VARARGS,
      "join(pc, timeout_ms) -> (rc, report): kb_join; report None or (code, message, ranks, drain_code, "
      "drain_handle, live, turn), the kb_spawn_error read and freed."},
+    {"process_context_stats", accel_process_context_stats, METH_O,
+     "process_context_stats(pc) -> (rounds, turns, handoffs, drains, engine_waits, collectives, wall_ns, "
+     "wait_mode, wait_reactive, wait_switches, wait_probes, wait_ns): kb_process_context_stats."},
     {"process_context_free", accel_process_context_free, METH_O, "kb_process_context_free(pc)."},
     {"set_frames_writer", accel_set_frames_writer, METH_VARARGS,
      "set_frames_writer(fd, signum): kb_set_frames_writer with the Python frames writer, which reads "
@@ -221,10 +224,11 @@ static int add_constants(PyObject *m)
     return CONSTANT(m, KB_WAIT_QUEUED) || CONSTANT(m, KB_WAIT_COLLECTIVE) || CONSTANT(m, KB_WAIT_DRIVER) ||
                    CONSTANT(m, KB_CANCEL_UNWIND) || CONSTANT(m, KB_CANCEL_RETURN) ||
                    CONSTANT(m, KB_AT_START) || CONSTANT(m, KB_AT_YIELD) || CONSTANT(m, KB_AT_WAIT) ||
-                   CONSTANT(m, KB_AT_BARRIER) || CONSTANT(m, KB_FEATURE_AFFINITY) ||
-                   CONSTANT(m, KB_FEATURE_THREAD_NAMES) || CONSTANT(m, KB_FEATURE_BACKTRACE) ||
-                   CONSTANT(m, KB_FEATURE_THREAD_IDS) || CONSTANT(m, KB_FEATURE_GDB_SECTION) ||
-                   CONSTANT(m, KB_VERSION_MAJOR)
+                   CONSTANT(m, KB_AT_BARRIER) || CONSTANT(m, KB_WAIT_SLEEP) || CONSTANT(m, KB_WAIT_LOOK) ||
+                   CONSTANT(m, KB_WAIT_NUDGE) || CONSTANT(m, KB_WAIT_SPIN) ||
+                   CONSTANT(m, KB_FEATURE_AFFINITY) || CONSTANT(m, KB_FEATURE_THREAD_NAMES) ||
+                   CONSTANT(m, KB_FEATURE_BACKTRACE) || CONSTANT(m, KB_FEATURE_THREAD_IDS) ||
+                   CONSTANT(m, KB_FEATURE_GDB_SECTION) || CONSTANT(m, KB_VERSION_MAJOR)
                ? -1
                : 0;
 }

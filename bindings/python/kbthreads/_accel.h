@@ -61,6 +61,10 @@ kb_engine accel_engine(Core *c);
 PyObject *accel_core_start(Core *c, PyObject *args);
 /* join(pc, timeout_ms) -> (rc, report or None); the report is freed. */
 PyObject *accel_join(PyObject *mod, PyObject *args);
+/* process_context_stats(pc) -> (rounds, turns, handoffs, drains,
+ * engine_waits, collectives, wall_ns, wait_mode, wait_reactive,
+ * wait_switches, wait_probes, {mode name: ns per handoff}). */
+PyObject *accel_process_context_stats(PyObject *mod, PyObject *pc);
 /* process_context_free(pc). */
 PyObject *accel_process_context_free(PyObject *mod, PyObject *pc);
 

@@ -27,6 +27,10 @@ KB_AT_START: int
 KB_AT_YIELD: int
 KB_AT_WAIT: int
 KB_AT_BARRIER: int
+KB_WAIT_SLEEP: int
+KB_WAIT_LOOK: int
+KB_WAIT_NUDGE: int
+KB_WAIT_SPIN: int
 KB_FEATURE_AFFINITY: int
 KB_FEATURE_THREAD_NAMES: int
 KB_FEATURE_BACKTRACE: int
@@ -51,6 +55,9 @@ def features() -> int: ...
 def version() -> str: ...
 def strerror(code: int, /) -> str: ...
 def join(pc: int, timeout_ms: int, /) -> tuple[int, Report | None]: ...
+def process_context_stats(
+    pc: int, /
+) -> tuple[int, int, int, int, int, int, int, str, bool, int, int, dict[str, int]]: ...
 def process_context_free(pc: int, /) -> None: ...
 
 class Core:

@@ -128,6 +128,34 @@ PyObject *accel_join(PyObject *mod, PyObject *args)
     return report ? Py_BuildValue("(iN)", rc, report) : NULL;
 }
 
+PyObject *accel_process_context_stats(PyObject *mod, PyObject *addr)
+{
+    (void)mod;
+    kb_process_context *pc = parse_pc(addr);
+    if (!pc)
+        return NULL;
+    kb_spawn_stats st;
+    memset(&st, 0, sizeof st);
+    int rc = kb_process_context_stats(pc, &st);
+    if (rc != 0)
+        return accel_raise_kb_error(rc, "process_context_stats");
+    PyObject *ns = PyDict_New();
+    for (int m = 0; ns && m < KB_WAIT_MODES; m++) {
+        PyObject *v = PyLong_FromUnsignedLongLong((unsigned long long)st.wait_ns[m]);
+        if (!v || PyDict_SetItemString(ns, kb_wait_mode_name(m), v) < 0)
+            Py_CLEAR(ns);
+        Py_XDECREF(v);
+    }
+    if (!ns)
+        return NULL;
+    return Py_BuildValue("(KKKKKKKsNKKN)", (unsigned long long)st.rounds, (unsigned long long)st.turns,
+                         (unsigned long long)st.handoffs, (unsigned long long)st.drains,
+                         (unsigned long long)st.engine_waits, (unsigned long long)st.collectives,
+                         (unsigned long long)st.wall_ns, kb_wait_mode_name(st.wait_mode),
+                         PyBool_FromLong(st.wait_reactive), (unsigned long long)st.wait_switches,
+                         (unsigned long long)st.wait_probes, ns);
+}
+
 PyObject *accel_process_context_free(PyObject *mod, PyObject *addr)
 {
     (void)mod;

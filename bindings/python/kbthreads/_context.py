@@ -14,6 +14,7 @@ from ._errors import KbError
 from ._loader import accel as _accel
 from ._run import _Run
 from ._spawn import ProcessContext, start
+from ._stats import SpawnStats
 from ._suspend import barrier, yield_
 
 
@@ -37,6 +38,8 @@ class Context:
     - ``_pending_worker_waits``, ``_completed``, ``pending_collectives``:
       the queues and the completed set, as Python containers.
     - ``multiprocessing.spawn(fn, args=(), nprocs=1, join=True)``.
+    - ``last_stats``: the SpawnStats of the last spawn that ended on this
+      context (finished, failed or closed), None before the first.
 
     Subclass it to add your own state; call ``Context.__init__``.
     """
@@ -49,6 +52,7 @@ class Context:
         self._stash: dict = {}  # code -> (exception, handle, origin) of a failed engine wait
         self._run: _Run | None = None
         self._starting: _Run | None = None
+        self.last_stats: SpawnStats | None = None
         # Held by the thread driving a spawn (for the whole of a join=True
         # spawn, or one join() call) and by driver-side calls, so that a
         # spawn's ctx stays busy to other threads between two kb_join slices,

@@ -10,6 +10,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Callable
 
+from . import _stats
 from ._driving import _run_deferred
 from ._errors import KbError, LiveRank, RankFailure, SpawnDiverged, SpawnException, SpawnStopped, SpawnTimeout
 from ._loader import accel as _accel
@@ -51,6 +52,7 @@ class _Run:
         self.outcome: BaseException | None = None  # what join raises once done
         self.joining = False
         self.entry = self._entry  # referenced until the pc is freed
+        self.stats: _stats.SpawnStats | None = None  # set when the pc is freed
 
     # Runs on rank `r`'s thread, holding the baton (and, while in Python, the GIL).
     def _entry(self, r: int) -> int:
@@ -97,6 +99,8 @@ class _Run:
         with self.ctx._guard(blocking=True):
             if self.pc:
                 pc, self.pc = self.pc, 0
+                self.stats = _stats.read(pc)  # the totals, kept once the process context is gone
+                self.ctx.last_stats = self.stats
                 _accel.process_context_free(pc)
             self._finish()
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Callable
 
 from ._args import _args_arg, _size_arg, _timeout_arg
 from ._driving import _defer, _in_hook, _may_drive, _run_deferred
-from . import _frames
+from . import _frames, _stats
+from ._stats import SpawnStats
 from ._errors import KbError, SpawnDiverged
 from ._loader import accel as _accel
 from ._rank import Rank
@@ -45,6 +46,17 @@ class ProcessContext:
     def workers(self) -> list[Rank]:
         """The old name of ``ranks``, kept as an alias."""
         return self.ranks
+
+    @property
+    def stats(self) -> SpawnStats:
+        """The spawn's statistics so far (rounds, turns, handoffs, the wait
+        policy's choice and figures); once it finished or was closed, its
+        totals."""
+        run = self._run
+        if run.pc:
+            return _stats.read(run.pc)
+        assert run.stats is not None
+        return run.stats
 
     def join(self, timeout: float | None = None) -> bool:
         """Run rounds until every rank finished (True) or ``timeout`` seconds

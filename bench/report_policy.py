@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: MIT
+"""The report's section on the reactive wait policy (issue 31), for
+bench/report.py: the default against every forced mode, the static choice
+and the library's affinity modes, idle (0 and 2 µs of work per operation),
+beside a CPU hog and with two simulations side by side; what measuring
+costs; the Python simulation against greenlet; one verdict per target.
+
+Figures: the results' "policy" cells (bench/jobs_policy.py). A cell's
+value is the median of its processes' medians; its noise is the spread of
+those process medians ((max - min) / median), the run's own measure of how
+much two processes of one configuration differ.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from bench_shared import fmt_ns, fmt_ratio
+from report_context import ReportContext, Results, md_table, verdict
+from targets import limit, policy_sim_limits
+
+FORCED = ("look", "nudge", "sleep", "spin")
+OWN = ("one_cpu", "spread", "taskset")
+OWN_LABEL = {"one_cpu": "`KB_AFFINITY_ONE_CPU`", "spread": "`KB_AFFINITY_SPREAD`", "taskset": "`taskset -c 0`"}
+Key = Tuple[str, str, int]  # (section, bench, N)
+
+
+class Cells:
+    """The run's policy cells by (section, bench, N) and configuration."""
+
+    def __init__(self, R: Results) -> None:
+        self.by: Dict[Key, Dict[str, dict]] = {}
+        for c in R.d.get("policy") or []:
+            self.by.setdefault((c["section"], c["bench"], c["n"]), {})[c["config"]] = c
+
+    def keys(self, section: str) -> List[Key]:
+        return sorted((k for k in self.by if k[0] == section), key=lambda k: (k[1], k[2]))
+
+    def med(self, key: Key, cfg: str) -> Optional[float]:
+        c = self.by.get(key, {}).get(cfg)
+        pm = c["process_medians"] if c else []
+        return statistics.median(pm) if pm else None
+
+    def noise(self, key: Key, cfg: str) -> Optional[float]:
+        c = self.by.get(key, {}).get(cfg)
+        pm = c["process_medians"] if c else []
+        return (max(pm) - min(pm)) / statistics.median(pm) if len(pm) > 1 else None
+
+    def best(self, key: Key, cfgs: Sequence[str]) -> Tuple[Optional[float], Optional[str]]:
+        c = [(self.med(key, x), x) for x in cfgs]
+        c = [x for x in c if x[0] is not None]
+        return min(c) if c else (None, None)
+
+    def ended(self, key: Key, cfg: str) -> str:
+        """The modes the configuration's spawns ended in, with their count when they differ."""
+        c = self.by.get(key, {}).get(cfg)
+        modes = [v.split(":", 1)[0] for v in (c["wait_end"] if c else [])]
+        if not modes:
+            return "–"
+        return "/".join("%s%s" % (m, "" if modes.count(m) == len(modes) else "×%d" % modes.count(m))
+                        for m in sorted(set(modes)))
+
+    def switched(self, key: Key) -> str:
+        """Switches and tries of the default's extra (stats) spawns, summed."""
+        c = self.by.get(key, {}).get("auto")
+        ends = [v.split(":") for v in (c["wait_end"] if c else [])]
+        ends = [e for e in ends if len(e) >= 4]
+        if not ends:
+            return "–"
+        return "%d / %d" % (sum(int(e[2]) for e in ends), sum(int(e[3]) for e in ends))
+
+
+def label(key: Key) -> Tuple[str, str]:
+    """(op, work) of a cell's bench name: yield_w2000 -> ("yield", "2 µs")."""
+    b = key[1]
+    if "_w" in b:
+        op, w = b.rsplit("_w", 1)
+        return op, "%g µs" % (int(w) / 1000)
+    return b, "–"
+
+
+def worst(rows: List[Tuple[str, float]]) -> str:
+    if not rows:
+        return "–"
+    w = max(rows, key=lambda x: x[1])
+    return "worst %.2fx (%s)" % (w[1], w[0])
+
+
+def idle_table(C: Cells, w) -> Tuple[List[Tuple[str, float]], List[Tuple[str, float]], List[Tuple[str, float]]]:
+    """The idle table; (default / best forced, default / best own, default / static) per cell."""
+    rows, vs_forced, vs_own, vs_static = [], [], [], []
+    for key in C.keys("idle"):
+        op, work = label(key)
+        d = C.med(key, "auto")
+        bf, which_f = C.best(key, FORCED)
+        bo, which_o = C.best(key, OWN)
+        st = C.med(key, "static")
+        name = "%s N=%d W=%s" % (op, key[2], work)
+        rf = d / bf if d and bf else None
+        ro = d / bo if d and bo else None
+        if rf is not None:
+            vs_forced.append((name, rf))
+        if ro is not None:
+            vs_own.append((name, ro))
+        if d and st:
+            vs_static.append((name, d / st))
+        rows.append([op, work, key[2], fmt_ns(d), C.ended(key, "auto"), C.switched(key), fmt_ns(st)]
+                    + [fmt_ns(C.med(key, m)) for m in FORCED] + [fmt_ns(C.med(key, m)) for m in OWN]
+                    + ["%s %s" % (fmt_ratio(rf), which_f or ""), "%s %s" % (fmt_ratio(ro), which_o or ""),
+                       fmt_ratio(d / st if d and st else None)])
+    w(md_table(["op", "work", "N", "default", "ended in", "switches / tries", "static"] + list(FORCED)
+               + [OWN_LABEL[o] for o in OWN] + ["default / best forced", "default / best own", "default / static"],
+               rows))
+    return vs_forced, vs_own, vs_static
+
+
+def loaded_table(C: Cells, section: str, w) -> Tuple[List[Tuple[str, float]], List[Tuple[str, float, float]]]:
+    """A hog or pair table; (default / best forced), (default / static, noise) per cell."""
+    rows, vs_forced, vs_static = [], [], []
+    for key in C.keys(section):
+        d, st = C.med(key, "auto"), C.med(key, "static")
+        bf, which = C.best(key, FORCED)
+        name = "%s N=%d" % ({"sim": "C sim", "sim_py": "Python sim"}.get(key[1], key[1]), key[2])
+        rf = d / bf if d and bf else None
+        rs = d / st if d and st else None
+        noise = max(x for x in (C.noise(key, "auto"), C.noise(key, "static"), 0.0) if x is not None)
+        if rf is not None:
+            vs_forced.append((name, rf))
+        if rs is not None:
+            vs_static.append((name, rs, noise))
+        rows.append([name, fmt_ns(d), C.ended(key, "auto"), fmt_ns(st)] + [fmt_ns(C.med(key, m)) for m in FORCED]
+                    + ["%s %s" % (fmt_ratio(rf), which or ""), fmt_ratio(rs), "%.0f%%" % (100 * noise)])
+    w(md_table(["job", "default", "ended in", "static"] + list(FORCED)
+               + ["default / best forced", "default / static", "noise"], rows))
+    return vs_forced, vs_static
+
+
+def measuring_cost(C: Cells) -> List[Tuple[str, float]]:
+    """Default / the forced mode it ended in, idle, N = 1 and 2."""
+    out = []
+    for key in C.keys("idle"):
+        if key[2] not in (1, 2):
+            continue
+        c = C.by[key].get("auto")
+        modes = sorted(set(v.split(":", 1)[0] for v in (c["wait_end"] if c else [])))
+        d = C.med(key, "auto")
+        if len(modes) == 1 and modes[0] in FORCED:
+            f = C.med(key, modes[0])
+            if d and f:
+                op, work = label(key)
+                out.append(("%s N=%d W=%s vs %s" % (op, key[2], work, modes[0]), d / f))
+    return out
+
+
+def sim_vs_greenlet(R: Results) -> List[Tuple[int, Optional[float], float]]:
+    """(N, Python sim / greenlet, limit) of the simulation job."""
+    out = []
+    for n, lim in sorted(policy_sim_limits().items()):
+        py, gl = R.med("sim", "kbthreads_py", 0, n), R.med("sim", "greenlet", 0, n)
+        out.append((n, py / gl if py and gl else None, lim))
+    return out
+
+
+def write(ctx: ReportContext) -> None:
+    """Append the section (nothing when the run has no policy cells)."""
+    R, w = ctx.results, ctx.w
+    C = Cells(R)
+    if not C.by:
+        return
+    p = (R.d.get("params") or {}).get("policy") or {}
+    w("## The reactive wait policy (issue 31)")
+    w("")
+    w("ns per operation, the work included. Each figure is the median of %s interleaved processes (every "
+      "configuration once, then again), each the median of its %s repetitions; the noise column is the "
+      "spread of the processes' medians ((max − min) / median). default: the reactive policy; static: "
+      "`KB_WAIT_POLICY=static` (the count-based choice, the default before); look, nudge, sleep, spin: "
+      "`KB_WAIT_POLICY` forcing that mode (spin only where every rank has a CPU, N < CPUs: beyond, a "
+      "spinner holds the CPU the next holder needs); ended in: the mode a further spawn of the same shape, with "
+      "`kb_spawn_opts.stats`, ended in; switches / tries: that spawn's mode changes and tries, summed over "
+      "the processes. bench/jobs_policy.py runs the jobs." % (p.get("processes", "–"), p.get("reps", "–")))
+    w("")
+    w("### Idle machine")
+    w("")
+    vs_forced, vs_own, vs_static = idle_table(C, w)
+    w("")
+    w("### Beside a CPU hog")
+    w("")
+    hog_forced, hog_static = loaded_table(C, "hog", w)
+    w("")
+    w("### Two simulations side by side")
+    w("")
+    pair_forced, pair_static = loaded_table(C, "pair", w)
+    w("")
+    lf, lo, ll, lm = (limit("policy_idle_forced"), limit("policy_idle_own"), limit("policy_loaded_forced"),
+                      limit("policy_measuring"))
+    cost = measuring_cost(C)
+    loaded_static = hog_static + pair_static
+    slower = [(n, r, e) for n, r, e in loaded_static if r > 1 + e]
+    sims = sim_vs_greenlet(R)
+    rows = [
+        ["idle: default ≤ %.2fx the best forced unpinned mode, every cell" % lf,
+         "%s; %d of %d met" % (worst(vs_forced), sum(r <= lf for _, r in vs_forced), len(vs_forced)),
+         verdict(all(r <= lf for _, r in vs_forced) if vs_forced else None)],
+        ["idle: default ≤ %.2fx the best of the library's own modes, every cell" % lo,
+         "%s; %d of %d met" % (worst(vs_own), sum(r <= lo for _, r in vs_own), len(vs_own)),
+         verdict(all(r <= lo for _, r in vs_own) if vs_own else None)],
+        ["hog and side by side: default ≤ %.2fx the best forced mode" % ll,
+         "%s; %d of %d met" % (worst(hog_forced + pair_forced), sum(r <= ll for _, r in hog_forced + pair_forced),
+                               len(hog_forced + pair_forced)),
+         verdict(all(r <= ll for _, r in hog_forced + pair_forced) if hog_forced + pair_forced else None)],
+        ["hog and side by side: no cell slower than static beyond the run's noise",
+         "%d of %d slower: %s" % (len(slower), len(loaded_static),
+                                  ", ".join("%s %.2fx (noise %.0f%%)" % (n, r, 100 * e) for n, r, e in slower)
+                                  or "none"),
+         verdict(not slower if loaded_static else None)],
+        ["measuring: default ≤ %.2fx the forced mode it ended in, N = 1, 2, idle" % lm,
+         "%s; %d of %d met" % (worst(cost), sum(r <= lm for _, r in cost), len(cost)),
+         verdict(all(r <= lm for _, r in cost) if cost else None)],
+    ]
+    for n, r, lim in sims:
+        rows.append(["Python simulation ≤ %gx greenlet at N=%d" % (lim, n), fmt_ratio(r),
+                     verdict(None if r is None else r <= lim)])
+    w(md_table(["target (issue 31)", "measured (medians)", "verdict"], rows))
+    w("")
+    if vs_static:
+        faster = sum(r < 1 for _, r in vs_static)
+        w("Against the static default it replaces, idle: faster in %d of %d cells; median ratio %.2fx, %s."
+          % (faster, len(vs_static), statistics.median(r for _, r in vs_static), worst(vs_static)))
+        w("")

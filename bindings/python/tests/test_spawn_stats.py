@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: MIT
+"""A spawn's statistics from Python: ProcessContext.stats while it runs and
+once it ended, Context.last_stats, and the wait policy's report in them
+(the mode chosen, whether the reactive policy chose it, what it measured)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import kbthreads
+
+MODES = {"sleep", "look", "nudge", "spin"}
+
+
+def yields(r: int, n: int) -> None:
+    for _ in range(n):
+        kbthreads.yield_()
+
+
+def fails_late(r: int, n: int) -> None:
+    yields(r, n)
+    if r == 1:
+        raise ValueError("rank 1 fails")
+
+
+def test_a_finished_spawn_reports_its_rounds_turns_and_handoffs():
+    with kbthreads.spawn(yields, (5,), nprocs=3, join=False) as pc:
+        pc.join()
+        st = pc.stats
+    assert isinstance(st, kbthreads.SpawnStats)
+    # 5 yields: 6 turns per rank (the last ends the function), 6 rounds.
+    assert (st.rounds, st.turns) == (6, 18)
+    assert st.handoffs >= st.turns and st.wall_ns > 0
+
+
+def test_the_stats_are_a_frozen_record():
+    with kbthreads.spawn(yields, (1,), nprocs=2, join=False) as pc:
+        pc.join()
+        st = pc.stats
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        st.rounds = 0  # type: ignore[misc]
+
+
+def test_stats_of_a_live_spawn_count_the_rounds_so_far():
+    with kbthreads.spawn(yields, (1000,), nprocs=2, join=False) as pc:
+        assert pc.join(timeout=0) is False  # exactly one round
+        first = pc.stats.rounds
+        pc.join(timeout=0)
+        assert pc.stats.rounds == first + 1
+
+
+def test_the_default_policy_is_reactive_and_names_its_mode(monkeypatch):
+    monkeypatch.delenv("KB_WAIT_POLICY", raising=False)
+    with kbthreads.spawn(yields, (3000,), nprocs=4, join=False) as pc:
+        pc.join()
+        st = pc.stats
+    assert st.wait_reactive is True
+    assert st.wait_mode in MODES
+    assert set(st.wait_ns) == MODES
+    assert st.wait_ns[st.wait_mode] > 0  # the mode it ended in was measured
+    assert st.wait_probes >= st.wait_switches
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_kb_wait_policy_forces_the_reported_mode_and_nothing_is_measured(monkeypatch, mode):
+    monkeypatch.setenv("KB_WAIT_POLICY", mode)
+    with kbthreads.spawn(yields, (200,), nprocs=2, join=False) as pc:
+        pc.join()
+        st = pc.stats
+    assert (st.wait_mode, st.wait_reactive, st.wait_switches, st.wait_probes) == (mode, False, 0, 0)
+    assert set(st.wait_ns.values()) == {0}
+
+
+def test_last_stats_is_none_before_the_first_spawn_and_kept_after_each():
+    ctx = kbthreads.Context()
+    assert ctx.last_stats is None
+    ctx.spawn(yields, (2,), nprocs=2)
+    assert ctx.last_stats is not None and ctx.last_stats.rounds == 3
+    ctx.spawn(yields, (4,), nprocs=2)
+    assert ctx.last_stats.rounds == 5
+    ctx.close()
+
+
+def test_last_stats_covers_a_failed_spawn():
+    ctx = kbthreads.Context()
+    with pytest.raises(kbthreads.SpawnException):
+        ctx.spawn(fails_late, (3,), nprocs=3)
+    st = ctx.last_stats
+    assert st is not None and st.rounds == 4  # rank 1 failed in round 4
+    ctx.close()

@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The reactive wait policy's decisions (src/baton_wait_reactive.c), driven
+ * by a clock of the test's own: each simulated round adds its handoffs and
+ * the time they cost in the mode the ranks wait in, and the policy is
+ * asked at round boundaries exactly as round_loop.c asks it. What a real
+ * spawn measures and reports is tested in test_sched_wait_policy.c; that
+ * no mode changes the order, by the differential runs under
+ * KB_WAIT_POLICY=cycle (tests/reliability).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "baton_wait_policy.h"
+#include "baton_wait_reactive.h"
+#include "run.h"
+
+/* Handoffs per window of the mode in use, and per try, as the policy
+ * defines them (baton_wait_reactive.c); the tries' share of the time; the
+ * handoffs after which a losing try is judged. */
+#define WINDOW      256u
+#define TRY         256u
+#define SHARE       32u
+#define MIN_JUDGE   16u
+#define BACKOFF_MAX 1024u /* windows */
+
+struct sim {
+    struct kb_run run;
+    uint64_t now;                 /* the test's clock, ns */
+    uint64_t cost[KB_WAIT_MODES]; /* ns per handoff in each mode */
+    int per_round;                /* handoffs per round */
+    uint64_t off_home;            /* handoffs run in a mode other than the chosen one */
+    uint64_t try_ns;              /* time spent in a mode other than the chosen one */
+};
+
+static const int LOOK_NUDGE_SLEEP[] = {KB_WAIT_LOOK, KB_WAIT_NUDGE, KB_WAIT_SLEEP};
+
+static void sim_start(struct sim *s, int nprocs, int home, const uint64_t cost[KB_WAIT_MODES])
+{
+    memset(s, 0, sizeof *s);
+    s->run.nprocs = nprocs;
+    s->run.nlive = nprocs;
+    s->per_round = nprocs + 1; /* every turn, and the driver's drain */
+    memcpy(s->cost, cost, sizeof s->cost);
+    s->now = 1000000;
+    kb__wait_reactive_start(&s->run, nprocs, 2, home, LOOK_NUDGE_SLEEP, 3, 0);
+}
+
+/* n rounds: a round boundary (where the policy may act), then the round. */
+static void sim_rounds(struct sim *s, long n)
+{
+    struct kb_wait_reactive *r = &s->run.reactive;
+    for (long i = 0; i < n; i++) {
+        if (s->run.counters.handoffs >= r->next_check)
+            kb__wait_reactive_step(&s->run, s->now);
+        uint64_t ns = s->cost[r->mode] * (uint64_t)s->per_round;
+        if (r->mode != r->home) {
+            s->off_home += (uint64_t)s->per_round;
+            s->try_ns += ns;
+        }
+        s->run.counters.handoffs += (uint64_t)s->per_round;
+        s->now += ns;
+    }
+}
+
+static void test_it_starts_in_the_mode_it_is_given_and_sets_that_modes_budget(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_start(&s, 64, KB_WAIT_NUDGE, (uint64_t[]){1000, 1000, 1000, 1000});
+    assert_true(s.run.reactive.active);
+    assert_int_equal(s.run.reactive.mode, KB_WAIT_NUDGE);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
+    assert_true(s.run.rank_wait.watch & KB_WATCH_YIELD);
+    assert_true(s.run.reactive.nudged);
+}
+
+static void test_it_moves_to_a_mode_that_measures_faster(void **state)
+{
+    (void)state;
+    struct sim s; /* sleep, look, nudge, spin */
+    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 5000, 2500, 0});
+    sim_rounds(&s, 3000);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
+    assert_int_equal(s.run.reactive.switches, 1);
+    assert_true(s.run.reactive.probes >= 2);
+    assert_int_equal(s.run.reactive.est[KB_WAIT_NUDGE], 2500);
+    assert_int_equal(s.run.reactive.est[KB_WAIT_LOOK], 5000);
+}
+
+static void test_it_keeps_its_mode_when_another_is_faster_by_less_than_an_eighth(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 5000, 4700, 0});
+    sim_rounds(&s, 20000);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
+    assert_int_equal(s.run.reactive.switches, 0);
+    assert_true(s.run.reactive.probes >= 2);
+}
+
+static void test_a_spawn_too_short_to_measure_keeps_the_mode_it_started_in(void **state)
+{
+    (void)state;
+    struct sim s; /* 10 rounds of 4096 ranks: a try would be more than its share */
+    sim_start(&s, 4096, KB_WAIT_NUDGE, (uint64_t[]){1000, 1000, 100, 0});
+    s.cost[KB_WAIT_LOOK] = 10; /* whatever look would give, it is never tried */
+    sim_rounds(&s, 10);
+    assert_int_equal(s.run.reactive.probes, 0);
+    assert_int_equal(s.run.reactive.mode, KB_WAIT_NUDGE);
+}
+
+static void test_tries_take_at_most_a_thirty_second_of_the_time(void **state)
+{
+    (void)state;
+    for (int n = 1; n <= 512; n *= 8) {
+        struct sim s;
+        sim_start(&s, n, KB_WAIT_LOOK, (uint64_t[]){3000, 2000, 2100, 0});
+        uint64_t t0 = s.now;
+        for (int k = 0; k < 200; k++) {
+            sim_rounds(&s, 500);
+            /* The share is checked before each try, with a try's size at
+             * home's cost: one try (its settling round, its window and the
+             * round that crosses it, in the slowest mode) may overshoot. */
+            uint64_t one_try = (2 * (uint64_t)(n + 1) + TRY) * 3000;
+            assert_true(s.try_ns <= (s.now - t0) / SHARE + one_try);
+        }
+        assert_true(s.run.reactive.probes > 0);
+    }
+}
+
+static void test_a_try_of_a_much_slower_mode_is_cut_short(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_start(&s, 2, KB_WAIT_LOOK, (uint64_t[]){250000, 2500, 250000, 0}); /* 100x slower */
+    sim_rounds(&s, 100000);
+    uint64_t tries = s.run.reactive.probes;
+    assert_true(tries >= 2);
+    /* Per try: a settling round, then the rounds up to the boundary where
+     * it has MIN_JUDGE handoffs, judged there, far more than twice home's cost. */
+    uint64_t round = 250000u * 3;
+    assert_true(s.try_ns <= tries * (round + (MIN_JUDGE + 3) * 250000u));
+    assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
+}
+
+static void test_a_mode_that_lost_is_tried_less_and_less_often(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 2600, 0});
+    uint64_t starts[16];
+    int nstarts = 0;
+    int was_trying_nudge = 0;
+    for (long i = 0; i < 400000 && nstarts < 7; i++) {
+        sim_rounds(&s, 1);
+        int trying_nudge = s.run.reactive.mode == KB_WAIT_NUDGE;
+        if (trying_nudge && !was_trying_nudge)
+            starts[nstarts++] = s.run.counters.handoffs;
+        was_trying_nudge = trying_nudge;
+    }
+    assert_true(nstarts >= 5);
+    for (int i = 0; i < nstarts; i++)
+        print_message("try %d of nudge at handoff %llu\n", i, (unsigned long long)starts[i]);
+    /* The gaps never shrink (the backoff grows fourfold; the first ones are
+     * the time share's, which is of the same size each time), they reach
+     * the cap, and never pass it: a change of load is noticed within
+     * BACKOFF_MAX windows. */
+    for (int i = 2; i < nstarts; i++) {
+        uint64_t gap = starts[i] - starts[i - 1], before = starts[i - 1] - starts[i - 2];
+        assert_true(gap + 9 >= before); /* within a round */
+    }
+    assert_true(starts[3] - starts[2] < starts[nstarts - 1] - starts[nstarts - 2]);
+    for (int i = 1; i < nstarts; i++)
+        assert_true(starts[i] - starts[i - 1] <= (BACKOFF_MAX + 2) * WINDOW);
+    assert_true(starts[nstarts - 1] - starts[nstarts - 2] >= BACKOFF_MAX * WINDOW); /* the cap was reached */
+    assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
+}
+
+/* The handoffs at which mode m's first k tries began (k <= 8). */
+static int try_starts(struct sim *s, int m, uint64_t *starts, int k, long max_rounds)
+{
+    int n = 0, was = 0;
+    for (long i = 0; i < max_rounds && n < k; i++) {
+        sim_rounds(s, 1);
+        int now = s->run.reactive.mode == m;
+        if (now && !was)
+            starts[n++] = s->run.counters.handoffs;
+        was = now;
+    }
+    return n;
+}
+
+static void test_a_mode_whose_tries_are_cut_short_backs_off_faster(void **state)
+{
+    (void)state;
+    /* nudge loses narrowly in one spawn, by far (cut short) in the other */
+    struct sim close, far;
+    sim_start(&close, 8, KB_WAIT_LOOK, (uint64_t[]){2200, 2000, 2600, 0});
+    sim_start(&far, 8, KB_WAIT_LOOK, (uint64_t[]){2200, 2000, 9000, 0});
+    uint64_t a[3], b[3];
+    assert_int_equal(try_starts(&close, KB_WAIT_NUDGE, a, 3, 400000), 3);
+    assert_int_equal(try_starts(&far, KB_WAIT_NUDGE, b, 3, 400000), 3);
+    for (int i = 0; i < 3; i++)
+        print_message("try %d of nudge: close at %llu, far at %llu\n", i, (unsigned long long)a[i],
+                      (unsigned long long)b[i]);
+    /* After two losses cut short: 16 x 16 windows; after two close ones,
+     * 4 x 4 (or what the time share asks, which is less here). */
+    assert_true(b[2] - b[1] >= 16 * 16 * WINDOW);
+    assert_true(a[2] - a[1] < 16 * 16 * WINDOW);
+}
+
+static void test_when_its_mode_slows_down_it_tries_the_others_again_and_moves(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 3000, 0});
+    sim_rounds(&s, 200000); /* long enough that the others are tried rarely */
+    assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
+    uint64_t h0 = s.run.counters.handoffs;
+    s.cost[KB_WAIT_LOOK] = 8000; /* a hog arrives: looking now costs 4x */
+    while (s.run.reactive.home == KB_WAIT_LOOK && s.run.counters.handoffs - h0 < 1000000)
+        sim_rounds(&s, 1);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
+    /* the moving average crosses the threshold in a few windows; then tries
+     * wait only for their share */
+    assert_true(s.run.counters.handoffs - h0 < 40 * WINDOW);
+}
+
+static void test_a_restart_drops_the_open_window_and_any_try(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 5000, 6000, 0});
+    while (s.run.reactive.mode == KB_WAIT_LOOK)
+        sim_rounds(&s, 1); /* until the first try begins */
+    s.now += 10000000000u; /* the caller paused between two kb_joins */
+    kb__wait_reactive_restart(&s.run);
+    assert_int_equal(s.run.reactive.mode, KB_WAIT_LOOK);
+    sim_rounds(&s, 5000);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
+    assert_true(s.run.reactive.est[KB_WAIT_LOOK] < 6000); /* the pause counted in no window */
+}
+
+static void test_cycle_moves_to_the_next_mode_at_every_round_boundary(void **state)
+{
+    (void)state;
+    static const int all[] = {KB_WAIT_SLEEP, KB_WAIT_LOOK, KB_WAIT_NUDGE, KB_WAIT_SPIN};
+    struct kb_run run;
+    memset(&run, 0, sizeof run);
+    run.nprocs = run.nlive = 3;
+    kb__wait_reactive_start(&run, 3, 2, KB_WAIT_SLEEP, all, 4, 1);
+    int seen[KB_WAIT_MODES] = {0};
+    int prev = run.reactive.mode;
+    for (int i = 0; i < 12; i++) {
+        run.counters.handoffs += 4;
+        kb__wait_reactive_tick(&run);
+        assert_int_not_equal(run.reactive.mode, prev);
+        assert_int_equal(run.reactive.mode, all[(i + 1) % 4]);
+        seen[run.reactive.mode]++;
+        prev = run.reactive.mode;
+    }
+    for (int m = 0; m < KB_WAIT_MODES; m++)
+        assert_int_equal(seen[m], 3);
+    assert_true(run.reactive.nudged); /* kb__wait_nudges must look from then on */
+}
+
+static void test_each_mode_has_its_budget(void **state)
+{
+    (void)state;
+    struct kb_wait_budget b = kb__wait_mode_budget(KB_WAIT_SLEEP, 8, 2, 1);
+    assert_int_equal(b.spin_ns + b.look_ns + b.watch, 0);
+    b = kb__wait_mode_budget(KB_WAIT_LOOK, 8, 2, 1);
+    assert_true(b.look_ns > 0 && b.spin_ns == 0 && b.watch == 0);
+    b = kb__wait_mode_budget(KB_WAIT_LOOK, 2, 2, 1);
+    assert_true(b.spin_ns > 0 && b.look_ns > b.spin_ns); /* counted: the short spin with n = c */
+    b = kb__wait_mode_budget(KB_WAIT_LOOK, 2, 2, 0);
+    assert_int_equal(b.spin_ns, 0);
+    b = kb__wait_mode_budget(KB_WAIT_NUDGE, 64, 2, 1);
+    assert_true((b.watch & KB_WATCH_YIELD) && b.spin_ns + b.look_ns == 0);
+    assert_int_equal(kb__wait_mode_budget(KB_WAIT_NUDGE, 64, 1, 1).watch,
+                     0); /* one CPU: nobody to wake early */
+    b = kb__wait_mode_budget(KB_WAIT_SPIN, 1, 2, 1);
+    assert_true(b.spin_ns > 0 && b.look_ns == 0 && b.watch == 0);
+}
+
+static void test_wait_mode_names(void **state)
+{
+    (void)state;
+    assert_string_equal(kb_wait_mode_name(KB_WAIT_SLEEP), "sleep");
+    assert_string_equal(kb_wait_mode_name(KB_WAIT_LOOK), "look");
+    assert_string_equal(kb_wait_mode_name(KB_WAIT_NUDGE), "nudge");
+    assert_string_equal(kb_wait_mode_name(KB_WAIT_SPIN), "spin");
+    assert_string_equal(kb_wait_mode_name(-1), "unknown");
+    assert_string_equal(kb_wait_mode_name(KB_WAIT_MODES), "unknown");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_it_starts_in_the_mode_it_is_given_and_sets_that_modes_budget),
+        cmocka_unit_test(test_it_moves_to_a_mode_that_measures_faster),
+        cmocka_unit_test(test_it_keeps_its_mode_when_another_is_faster_by_less_than_an_eighth),
+        cmocka_unit_test(test_a_spawn_too_short_to_measure_keeps_the_mode_it_started_in),
+        cmocka_unit_test(test_tries_take_at_most_a_thirty_second_of_the_time),
+        cmocka_unit_test(test_a_try_of_a_much_slower_mode_is_cut_short),
+        cmocka_unit_test(test_a_mode_that_lost_is_tried_less_and_less_often),
+        cmocka_unit_test(test_a_mode_whose_tries_are_cut_short_backs_off_faster),
+        cmocka_unit_test(test_when_its_mode_slows_down_it_tries_the_others_again_and_moves),
+        cmocka_unit_test(test_a_restart_drops_the_open_window_and_any_try),
+        cmocka_unit_test(test_cycle_moves_to_the_next_mode_at_every_round_boundary),
+        cmocka_unit_test(test_each_mode_has_its_budget),
+        cmocka_unit_test(test_wait_mode_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
