@@ -21,6 +21,8 @@
  *   delay_target exits   3 ranks whose rounds depend on the order: rank 0
  *                        runs 3 rounds when it is first in round 1, else 1;
  *                        ranks 1 and 2 run 2. 20 schedules in all
+ *   delay_target coded   3 ranks, 2 rounds, in a seeded schedule its code
+ *                        chooses (kb_spawn_opts): KB_SCHED_DELAYS is ignored
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,13 +81,13 @@ static int exits_main(int rank, void *arg)
     return 0;
 }
 
-static int spawn(kb_rank_fn fn, int nprocs)
+static int spawn(kb_rank_fn fn, int nprocs, const kb_spawn_opts *opts)
 {
     kb_ctx *ctx;
     if (kb_ctx_create(NULL, &ctx) != 0)
         return 2;
     kb_spawn_error *err = NULL;
-    int rc = kb_spawn(ctx, fn, NULL, nprocs, NULL, &err);
+    int rc = kb_spawn(ctx, fn, NULL, nprocs, opts, &err);
     if (rc != 0)
         fprintf(stderr, "delay_target: spawn failed: %s %s\n", kb_strerror(rc), kb_spawn_error_message(err));
     kb_spawn_error_free(err);
@@ -95,7 +97,8 @@ static int spawn(kb_rank_fn fn, int nprocs)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: delay_target bug|ok|exits | count NPROCS ROUNDS (1-64 ranks, at least 1 round)\n");
+    fprintf(stderr,
+            "usage: delay_target bug|ok|exits|coded | count NPROCS ROUNDS (1-64 ranks, at least 1 round)\n");
     return 64;
 }
 
@@ -106,14 +109,19 @@ int main(int argc, char **argv)
         count_rounds = atol(argv[3]);
         if (n < 1 || n > 64 || count_rounds < 1)
             return usage();
-        return spawn(count_main, n);
+        return spawn(count_main, n, NULL);
     }
     if (argc == 2 && strcmp(argv[1], "exits") == 0)
-        return spawn(exits_main, 3);
+        return spawn(exits_main, 3, NULL);
+    if (argc == 2 && strcmp(argv[1], "coded") == 0) {
+        kb_spawn_opts o = {.schedule = KB_SCHED_SEEDED, .seed = 1};
+        count_rounds = 2;
+        return spawn(count_main, 3, &o);
+    }
     if (argc != 2 || (strcmp(argv[1], "bug") != 0 && strcmp(argv[1], "ok") != 0))
         return usage();
     fixed = strcmp(argv[1], "ok") == 0;
-    int rc = spawn(bug_main, 3);
+    int rc = spawn(bug_main, 3, NULL);
     if (rc != 0)
         return rc;
     printf("snapshot %d, check %s\n", snapshot, check_failed ? "failed" : "passed");

@@ -343,6 +343,13 @@ def test_delays_without_the_delay_strategy_is_exit_2():
     assert "--delays is for --strategy delay, not pct" in r.stderr
 
 
+def test_a_program_that_chooses_its_own_schedule_is_exit_2(tmp_path):
+    r = explore("--strategy", "delay", "--out", str(tmp_path), "--", TARGET, "coded")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--strategy delay: spawn 1 of %s runs the schedule its code chose (seeded 1), not round-robin: it would " \
+        "ignore KB_SCHED_DELAYS" % TARGET in r.stderr
+
+
 def test_a_bad_KB_SCHED_DELAYS_is_ignored_by_the_program_with_a_warning_that_says_why():
     env = dict(env_with_binding(), KB_SCHED_DELAYS="10,x")
     r = subprocess.run([TARGET, "bug"], capture_output=True, text=True, env=env, timeout=60)

@@ -42,6 +42,14 @@ def run_baseline(args: argparse.Namespace, runner: Runner, out: str,
     if not baseline:
         complain(f"{args.command[0]} recorded no spawn: is it a libkbthreads program? (KB_RECORD={base}.schedule)")
         return None
+    if args.strategy == "delay":
+        # delays act on round-robin rounds: a spawn whose code chose its own
+        # schedule ignores KB_SCHED_DELAYS, and no level would mean anything
+        for i, s in enumerate(baseline, start=1):
+            if s.schedule != "round-robin":
+                complain(f"--strategy delay: spawn {i} of {args.command[0]} runs the schedule its code chose "
+                         f"({s.schedule}), not round-robin: it would ignore KB_SCHED_DELAYS")
+                return None
     if args.compare_output:
         with open(base + ".out", "rb") as f:
             runner.compare = f.read()
