@@ -345,7 +345,10 @@ typedef enum kb_schedule {
      *  demotions (kb_spawn_opts.pct_depth, docs/scheduling.md) */
     KB_SCHED_PCT = 2,
     /** Every order of the first rounds, one per exhaustive_index (kb_spawn_opts.exhaustive_limit) */
-    KB_SCHED_EXHAUSTIVE = 3
+    KB_SCHED_EXHAUSTIVE = 3,
+    /** Round-robin with delays at the turns kb_spawn_opts.delays lists (a delay moves the rank whose
+     *  turn it is behind the ranks still to run in that round; docs/scheduling.md) */
+    KB_SCHED_DELAYS = 4
 } kb_schedule;
 
 /** The largest kb_spawn_opts.pct_depth. */
@@ -422,14 +425,16 @@ typedef struct kb_spawn_opts {
     /** The order of the ranks within a round: KB_SCHED_ROUND_ROBIN (default,
      *  rank order, the reference's), KB_SCHED_SEEDED (each round visits the
      *  live ranks in a permutation drawn from seed), KB_SCHED_PCT (see
-     *  pct_depth) or KB_SCHED_EXHAUSTIVE (see exhaustive_limit); the same
+     *  pct_depth), KB_SCHED_EXHAUSTIVE (see exhaustive_limit) or
+     *  KB_SCHED_DELAYS (see delays); the same
      *  options and program give the same trace, always. Drain, failure and
      *  cancellation rules are unchanged; cancellation stays in rank order.
      *  When schedule is KB_SCHED_ROUND_ROBIN the environment may select one:
      *  KB_SCHED_SEED=n (seeded, seed n), KB_SCHED_PCT=seed:depth[:rounds]
-     *  or KB_SCHED_EXHAUSTIVE=index:limit (the index taken modulo the
-     *  count, so one serves spawns of any size; malformed values are ignored
-     *  with a warning). Others: KB_EINVAL. */
+     *  KB_SCHED_EXHAUSTIVE=index:limit (the index taken modulo the
+     *  count, so one serves spawns of any size) or KB_SCHED_DELAYS=t,t,...
+     *  (one list per spawn, separated by '/'); malformed values are ignored
+     *  with a warning. Others: KB_EINVAL. */
     kb_schedule schedule;
     /** The seed of KB_SCHED_SEEDED and KB_SCHED_PCT. */
     uint64_t seed;
@@ -489,6 +494,20 @@ typedef struct kb_spawn_opts {
     /** KB_SCHED_EXHAUSTIVE: the most schedules to enumerate, at least 1
      *  (else KB_EINVAL). */
     uint64_t exhaustive_limit;
+    /** KB_SCHED_DELAYS: the turns at which to delay, ndelays of them, in
+     *  ascending order (else KB_EINVAL); a turn listed c times is delayed c
+     *  times. Turns are numbered from 1 over the spawn, one per rank per
+     *  round, as kb_spawn_error_turn counts them (turn 0: KB_EINVAL). Each
+     *  round visits its live ranks in rank order, except that at a delayed
+     *  turn the rank whose turn it is moves behind the ranks still to run in
+     *  that round, and the next of them takes the turn; c delays at one turn
+     *  do that c times. Delaying the last rank of a round changes nothing;
+     *  turns past the end of the spawn are never reached. The array is read
+     *  when the spawn starts (kb_spawn, kb_start) and not kept. */
+    const uint64_t *delays;
+    /** KB_SCHED_DELAYS: the number of entries of delays (0: round-robin;
+     *  delays may then be NULL). */
+    size_t ndelays;
 } kb_spawn_opts;
 
 /** kb_spawn_opts.affinity: everything on the driver's CPU. */

@@ -255,6 +255,8 @@ static int build_order(struct kb_run *run)
         kb__order_pct(run, round);
     } else if (run->strategy.kind == KB_SCHED_EXHAUSTIVE) {
         kb__order_exhaustive(run, round);
+    } else if (run->strategy.kind == KB_SCHED_DELAYS) {
+        kb__order_delays(run);
     }
     return 0;
 }

@@ -9,9 +9,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "run.h"
+#include "sched_delays.h"
 #include "spawn_options.h"
 #include "strategy.h"
 #include "system.h"
@@ -116,6 +118,9 @@ static const struct {
     {"KB_SCHED_PCT", KB_SCHED_PCT, 3,
      "seed:depth[:rounds], depth 1.." KB_STR(KB_SCHED_PCT_MAX_DEPTH) ", rounds >= 1"},
     {"KB_SCHED_EXHAUSTIVE", KB_SCHED_EXHAUSTIVE, 2, "index:limit, limit >= 1"},
+    /* read by take_env_delays, not parse_numbers */
+    {"KB_SCHED_DELAYS", KB_SCHED_DELAYS, 0,
+     "turn numbers from 1 in ascending order, comma-separated, one list per spawn separated by /"},
 };
 
 /* Is x[0..n) a well-formed value of a variable for this kind? */
@@ -147,10 +152,36 @@ static void schedule_take(struct kb_run *run, int kind, const uint64_t *x)
     st->ex_limit = x[1];
 }
 
+/* KB_SCHED_DELAYS=v as the run's strategy, with the list of the spawn's
+ * number among those that read v: 1 taken, 0 malformed (ignored with a
+ * warning; the spawn is not counted), or KB_ENOMEM. */
+static int take_env_delays(struct kb_run *run, const char *name, const char *v, const char *form)
+{
+    char why[160];
+    uint64_t *turns;
+    size_t n;
+    int rc = kb__delays_parse(v, 1, &turns, &n, why, sizeof why); /* checks every list */
+    if (rc == 0) {
+        free(turns);
+        rc = kb__delays_parse(v, kb__delays_env_spawn(v), &turns, &n, why, sizeof why);
+    }
+    if (rc == KB_EINVAL) {
+        fprintf(stderr, "kbthreads: ignoring %s=%s (%s; want %s)\n", name, v, why, form);
+        return 0;
+    }
+    if (rc != 0)
+        return rc;
+    run->strategy.kind = KB_SCHED_DELAYS;
+    run->strategy.dl_turns = turns;
+    run->strategy.dl_n = n;
+    return 1;
+}
+
 /* The schedule from the environment, when the code left it round-robin:
- * the first of KB_SCHED_SEED, KB_SCHED_PCT, KB_SCHED_EXHAUSTIVE that is
- * set and well formed. The others are ignored with a warning. */
-static void schedule_from_env(struct kb_run *run)
+ * the first of KB_SCHED_SEED, KB_SCHED_PCT, KB_SCHED_EXHAUSTIVE,
+ * KB_SCHED_DELAYS that is set and well formed. The others are ignored with
+ * a warning. 0 or KB_ENOMEM. */
+static int schedule_from_env(struct kb_run *run)
 {
     const char *chosen = NULL;
     for (size_t i = 0; i < sizeof schedule_vars / sizeof schedule_vars[0]; i++) {
@@ -159,6 +190,14 @@ static void schedule_from_env(struct kb_run *run)
             continue;
         if (chosen) {
             fprintf(stderr, "kbthreads: ignoring %s=%s (%s is set)\n", name, v, chosen);
+            continue;
+        }
+        if (schedule_vars[i].kind == KB_SCHED_DELAYS) {
+            int rc = take_env_delays(run, name, v, schedule_vars[i].form);
+            if (rc < 0)
+                return rc;
+            if (rc == 1)
+                chosen = name;
             continue;
         }
         uint64_t x[3] = {0, 0, 0};
@@ -170,6 +209,21 @@ static void schedule_from_env(struct kb_run *run)
         chosen = name;
         schedule_take(run, schedule_vars[i].kind, x);
     }
+    return 0;
+}
+
+/* kb_spawn_opts.delays (checked by kb__spawn_args_check), copied: the
+ * caller's array need not outlive kb_spawn / kb_start. 0 or KB_ENOMEM. */
+static int take_opts_delays(struct kb_strategy *st, const kb_spawn_opts *opts)
+{
+    st->dl_n = opts->ndelays;
+    if (st->dl_n == 0)
+        return 0;
+    st->dl_turns = kb__malloc(st->dl_n * sizeof *st->dl_turns);
+    if (!st->dl_turns)
+        return KB_ENOMEM;
+    memcpy(st->dl_turns, opts->delays, st->dl_n * sizeof *st->dl_turns);
+    return 0;
 }
 
 /* The strategy: the options', else the environment's when the code left
@@ -183,8 +237,11 @@ static int resolve_strategy(struct kb_run *run, const kb_spawn_opts *opts)
     st->pct_rounds = opts ? opts->pct_rounds : 0;
     st->ex_index = opts ? opts->exhaustive_index : 0;
     st->ex_limit = opts ? opts->exhaustive_limit : 0;
-    if (st->kind == KB_SCHED_ROUND_ROBIN)
-        schedule_from_env(run);
+    int rc = st->kind == KB_SCHED_DELAYS ? take_opts_delays(st, opts) : 0;
+    if (rc == 0 && st->kind == KB_SCHED_ROUND_ROBIN)
+        rc = schedule_from_env(run);
+    if (rc != 0)
+        return rc;
     if (st->kind == KB_SCHED_PCT && !st->pct_rounds)
         st->pct_rounds = run->nprocs > 0 ? 2 * (uint64_t)run->nprocs : 1;
     st->rng = st->seed;
@@ -220,13 +277,16 @@ int kb__spawn_args_check(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const kb_
         if (opts->affinity != 0 && !(kb_features() & KB_FEATURE_AFFINITY))
             return KB_ENOTSUP; /* no way to pin a thread on this system */
         if (opts->schedule != KB_SCHED_ROUND_ROBIN && opts->schedule != KB_SCHED_SEEDED &&
-            opts->schedule != KB_SCHED_PCT && opts->schedule != KB_SCHED_EXHAUSTIVE)
+            opts->schedule != KB_SCHED_PCT && opts->schedule != KB_SCHED_EXHAUSTIVE &&
+            opts->schedule != KB_SCHED_DELAYS)
             return KB_EINVAL;
         if (opts->schedule == KB_SCHED_PCT &&
             (opts->pct_depth < 1 || opts->pct_depth > KB_SCHED_PCT_MAX_DEPTH))
             return KB_EINVAL;
         if (opts->schedule == KB_SCHED_EXHAUSTIVE &&
             !exhaustive_ok(nprocs, opts->exhaustive_index, opts->exhaustive_limit))
+            return KB_EINVAL;
+        if (opts->schedule == KB_SCHED_DELAYS && !kb__delays_ok(opts->delays, opts->ndelays))
             return KB_EINVAL;
     }
     return 0;

@@ -115,6 +115,7 @@ void kb__order_free(struct kb_run *run)
 {
     free(run->strategy.pct_list);
     free(run->strategy.pct_changes);
+    free(run->strategy.dl_turns);
 }
 
 /* Each round visits the live ranks by descending priority; at a change
@@ -160,6 +161,41 @@ void kb__order_exhaustive(struct kb_run *run, uint64_t round)
     }
 }
 
+/* Reverse a[0..n). */
+static void reverse(int *a, int n)
+{
+    for (int i = 0, j = n - 1; i < j; i++, j--) {
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+void kb__order_delays(struct kb_run *run)
+{
+    struct kb_strategy *st = &run->strategy;
+    int m = run->norder;
+    for (int p = 0; p < m - 1 && st->dl_next < st->dl_n; p++) {
+        uint64_t turn = st->dl_base + (uint64_t)p + 1, c = 0;
+        while (st->dl_next < st->dl_n && st->dl_turns[st->dl_next] == turn) {
+            c++;
+            st->dl_next++;
+        }
+        /* c delays of order[p..m): a left rotation by c mod (m - p), as
+         * three reversals */
+        int len = m - p, k = (int)(c % (uint64_t)len);
+        if (k > 0) {
+            reverse(run->order + p, k);
+            reverse(run->order + p + k, len - k);
+            reverse(run->order + p, len);
+        }
+    }
+    st->dl_base += (uint64_t)m;
+    /* delays of the round's last turn (nothing to move behind) */
+    while (st->dl_next < st->dl_n && st->dl_turns[st->dl_next] <= st->dl_base)
+        st->dl_next++;
+}
+
 void kb__order_partial(struct kb_run *run, const int *want, int nwant)
 {
     int n = 0;
@@ -191,6 +227,20 @@ char *kb__order_describe(const struct kb_run *run)
                         st->pct_depth, (unsigned long long)st->pct_rounds);
         for (uint64_t i = 0; i < st->npct_changes; i++)
             kb__strbuf_addf(&b, " %llu", (unsigned long long)st->pct_changes[i]);
+        return kb__strbuf_take(&b);
+    }
+    case KB_SCHED_DELAYS: {
+        /* At most DESCRIBED turns: the line stays far below the readers'
+         * line length (it is informational). */
+        enum { DESCRIBED = 64 };
+        struct kb_strbuf b = {0};
+        kb__strbuf_addf(&b, "delays");
+        for (size_t i = 0; i < st->dl_n && i < DESCRIBED; i++)
+            kb__strbuf_addf(&b, " %llu", (unsigned long long)st->dl_turns[i]);
+        if (st->dl_n > DESCRIBED)
+            kb__strbuf_addf(&b, " ... (%zu in all)", st->dl_n);
+        if (st->dl_n == 0)
+            kb__strbuf_addf(&b, " none");
         return kb__strbuf_take(&b);
     }
     default:

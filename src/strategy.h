@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Round orders of the exploring strategies (kb_spawn_opts.schedule):
- * seeded, PCT and exhaustive, and of a partial schedule being replayed.
+ * seeded, PCT, exhaustive and delays, and of a partial schedule being
+ * replayed.
  * Each permutes run->order[0..norder), which holds the round's live ranks
  * in rank order when called. Baton holder only (the driver, or the rank
  * running a round boundary), once per round, in round order.
@@ -9,6 +10,7 @@
 #ifndef KB_STRATEGY_H
 #define KB_STRATEGY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct kb_run;
@@ -32,6 +34,12 @@ struct kb_strategy {
     uint64_t ex_fact; /* nprocs!, the base the index is read in */
     uint64_t ex_rest; /* the index's digits not used yet */
     unsigned ex_k;    /* rounds enumerated */
+    /* KB_SCHED_DELAYS: the turns to delay at, ascending (malloc'd, NULL
+     * when none), the first not reached yet, and the turns of the rounds
+     * begun so far (so the next round's turns are dl_base + 1, ...). */
+    uint64_t *dl_turns;
+    size_t dl_n, dl_next;
+    uint64_t dl_base;
 };
 
 /* The next value of the splitmix64 stream whose state is *s. */
@@ -52,6 +60,11 @@ char *kb__order_describe(const struct kb_run *run);
 void kb__order_seeded(struct kb_run *run);
 void kb__order_pct(struct kb_run *run, uint64_t round);
 void kb__order_exhaustive(struct kb_run *run, uint64_t round);
+/* The round's turns are dl_base + 1 .. dl_base + norder; at each turn
+ * with c delays the rank whose turn it is moves behind the ranks still to
+ * run, c times over (the rest of the order rotates by c modulo its
+ * length: nothing at the round's last turn). */
+void kb__order_delays(struct kb_run *run);
 /* A partial schedule's round: want's live ranks in want's order, then the
  * other live ranks in rank order. */
 void kb__order_partial(struct kb_run *run, const int *want, int nwant);

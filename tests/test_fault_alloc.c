@@ -407,6 +407,48 @@ static void test_replay_alloc_failure_gives_enomem_not_a_divergence(void **state
     unlink(path);
 }
 
+/* A spawn with delays (kb_spawn_opts.delays, copied; KB_SCHED_DELAYS,
+ * parsed): each allocation failing in turn gives KB_ENOMEM before any rank
+ * ran, or a spawn that ran as it should. */
+static void spawn_delays_under_alloc_failure(const kb_spawn_opts *o)
+{
+    kb_ctx *ctx = NULL;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    int enomem = 0, calls;
+    long nth;
+    for (nth = 1; nth < MAX_NTH; nth++) {
+        calls = 0;
+        kb__fault_arm(KB_FAULT_ALLOC, nth);
+        int rc = kb_spawn(ctx, yielding_rank, &calls, REPLAY_RANKS, o, NULL);
+        long seen = kb__fault_calls(KB_FAULT_ALLOC);
+        kb__fault_arm(KB_FAULT_ALLOC, 0);
+        if (rc == KB_ENOMEM) {
+            enomem++;
+            assert_int_equal(calls, 0);
+        } else if (rc != 0) {
+            fail_msg("nth=%ld: kb_spawn returned %d (%s)", nth, rc, kb_strerror(rc));
+        } else {
+            assert_int_equal(calls, REPLAY_RANKS);
+        }
+        if (seen < nth)
+            break;
+    }
+    assert_true(nth < MAX_NTH);
+    assert_true(enomem >= 1);
+    assert_int_equal(kb_ctx_destroy(ctx), 0);
+}
+
+static void test_delays_alloc_failure_gives_enomem_before_any_rank_runs(void **state)
+{
+    (void)state;
+    const uint64_t d[] = {1, 4, 4};
+    kb_spawn_opts o = {.schedule = KB_SCHED_DELAYS, .delays = d, .ndelays = 3};
+    spawn_delays_under_alloc_failure(&o);
+    setenv("KB_SCHED_DELAYS", "1,4,4/2", 1);
+    spawn_delays_under_alloc_failure(NULL);
+    unsetenv("KB_SCHED_DELAYS");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_collective_submit_alloc_failure_gives_enomem_and_no_entry),
         cmocka_unit_test(test_complete_under_alloc_failure_gives_enomem_or_marks),
         cmocka_unit_test(test_replay_alloc_failure_gives_enomem_not_a_divergence),
+        cmocka_unit_test(test_delays_alloc_failure_gives_enomem_before_any_rank_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

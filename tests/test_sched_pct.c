@@ -286,7 +286,7 @@ static void test_bad_exhaustive_values_are_EINVAL(void **state)
     o.exhaustive_index = 1;
     assert_null(record(3, o, &rc));
     assert_int_equal(rc, KB_EINVAL);
-    o = (kb_spawn_opts){.schedule = (kb_schedule)4};
+    o = (kb_spawn_opts){.schedule = (kb_schedule)(KB_SCHED_DELAYS + 1)}; /* past the last */
     assert_null(record(3, o, &rc));
     assert_int_equal(rc, KB_EINVAL);
 }

@@ -11,8 +11,8 @@ import os
 import sys
 import types
 
-PARTS = ("schedule_file", "runner", "strategies", "coverage", "runs", "shrink", "gdb_script", "results", "report",
-         "exploration", "merge", "cli")
+PARTS = ("schedule_file", "delays", "runner", "strategies", "coverage", "runs", "shrink", "gdb_script", "results",
+         "levels", "report", "exploration", "merge", "cli")
 
 
 def load_explore() -> types.SimpleNamespace:

@@ -4,7 +4,9 @@
 Runs COMMAND once in round-robin order (the baseline), then under up to N
 other schedules, each in its own process (up to --jobs at once), selected
 through the environment the library reads (KB_SCHED_PCT, KB_SCHED_SEED,
-KB_SCHED_EXHAUSTIVE) and recorded with KB_RECORD. The failing run of the
+KB_SCHED_EXHAUSTIVE, KB_SCHED_DELAYS) and recorded with KB_RECORD;
+--strategy delay runs every schedule with at most D delays, level by level,
+and states the bound it reached. The failing run of the
 lowest number is the one reported: its schedule is shrunk toward
 round-robin (delta debugging over the rounds that differ from rank order,
 each candidate replayed as a partial schedule through KB_REPLAY) and the
@@ -19,11 +21,13 @@ Installed as ``kbthreads-explore``; also ``python3 -m kbthreads_tools.explore``
 only, and it never loads libkbthreads itself.
 
 One module a part, each importing only the parts below it:
-schedule_file (the files KB_RECORD writes and KB_REPLAY reads), runner (one
+schedule_file (the files KB_RECORD writes and KB_REPLAY reads), delays
+(schedules as delays, the next level's from a run's recording), runner (one
 run of the command), strategies (the planned runs, a shard's part),
 coverage, runs (running the plan in parallel, committing in number order),
 shrink (bisection and delta debugging), gdb_script (replay.gdb), results
-(exit statuses, the --out directory, result.json), report (what is
+(exit statuses, the --out directory, result.json), levels (--strategy
+delay: iterative deepening, its merge and its guarantee), report (what is
 printed), exploration (one exploration), merge (the shards' results) and
 cli (the command line: main).
 """

@@ -26,8 +26,8 @@ a signal, runs past the timeout (killed: a hang) or, with
 --compare-output, prints to stdout something other than the baseline did.
 The failing run of the lowest number is reported, whatever --jobs: its
 schedule is shrunk toward round-robin (as many rounds as possible put back
-in rank order) and the commands that replay it, alone and under gdb, are
-printed.
+in rank order; with --strategy delay, as many delays as possible dropped)
+and the commands that replay it, alone and under gdb, are printed.
 
   %(prog)s merge [--out DIR] [--jobs N] [--gdb] SHARD_DIR...
 merges the --out directories of the shards of one exploration (--shard K/N
@@ -42,9 +42,18 @@ strategies (the run number i = 1..N is the seed or index):
   seeded      KB_SCHED_SEED=i: a random permutation every round
   exhaustive  KB_SCHED_EXHAUSTIVE=i:N+1: every order of the first k rounds,
               k as large as fits in N runs, then round-robin
+  delay       KB_SCHED_DELAYS=t,t,...: every schedule with at most --delays D
+              delays over the whole run (a delay moves the rank whose turn
+              it is behind the ranks still to run in its round), with 0, 1,
+              ..., D delays in turn, each once, planned from the runs' own
+              recordings; the report says up to how many delays every
+              schedule was run, and how much of the level cut short by
+              --runs, --time-budget or --until-stale ran
 
---shard K/N: runs K, K+N, K+2N, ... (pct, seeded), or the K-th of N slices
-of the indices (exhaustive); no shrinking; the result goes to DIR/result.json.
+--shard K/N: runs K, K+N, K+2N, ... (pct, seeded), the K-th of N slices
+of the indices (exhaustive), or the K-th, K+N-th, ... schedules of one delay
+and every schedule that extends them (delay); no shrinking; the result goes
+to DIR/result.json.
 
 files in DIR:
   result.json                                     runs, outcomes, coverage, the failure
@@ -108,8 +117,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     pad = " " * (len(prog) + 7)
     p = argparse.ArgumentParser(
         prog=prog,
-        usage=f"{prog} [--runs N] [--strategy pct|seeded|exhaustive] [--depth D] [--timeout SECONDS]\n"
-        f"{pad}[--jobs N] [--shard K/N] [--until-stale M] [--time-budget SECONDS]\n"
+        usage=f"{prog} [--runs N] [--strategy pct|seeded|exhaustive|delay] [--depth D] [--delays D]\n"
+        f"{pad}[--timeout SECONDS]"
+        f" [--jobs N] [--shard K/N] [--until-stale M] [--time-budget SECONDS]\n"
         f"{pad}[--compare-output] [--gdb] [--out DIR] -- COMMAND [ARGS...]\n"
         f"       {prog} merge [--out DIR] [--jobs N] [--gdb] SHARD_DIR...",
         description=DESCRIPTION % {"prog": prog},
@@ -119,12 +129,16 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--runs", type=positive_int, default=100, metavar="N", help="schedules to try, at most (default 100)")
     p.add_argument(
         "--strategy",
-        choices=("pct", "seeded", "exhaustive"),
+        choices=("pct", "seeded", "exhaustive", "delay"),
         default="pct",
         help="how schedules are chosen (default pct; see below)",
     )
     p.add_argument(
         "--depth", type=positive_int, default=3, metavar="D", help="the PCT bug depth: D-1 priority changes (default 3)"
+    )
+    p.add_argument(
+        "--delays", type=positive_int, default=None, metavar="D",
+        help="--strategy delay: every schedule with at most D delays (default 2)"
     )
     p.add_argument(
         "--timeout",
@@ -200,6 +214,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             parser.error("no COMMAND given (put it after --)")
         if args.shard and args.gdb:
             parser.error("--gdb with --shard: a shard does not shrink (give --gdb to merge)")
+        if args.delays is not None and args.strategy != "delay":
+            parser.error(f"--delays is for --strategy delay, not {args.strategy}")
+        if args.strategy == "delay" and args.delays is None:
+            args.delays = 2
         why = check_command(args.command)
         if why:
             parser.exit(EXIT_USAGE, f"{prog}: cannot run the command: {why}\n")

@@ -10,6 +10,7 @@ import time
 from typing import Callable
 
 from .coverage import Coverage, orders_of
+from .levels import levels_json, run_levels
 from .report import baseline_line, finish_failure, plural, report
 from .results import EXIT_FOUND, EXIT_NONE_FOUND, EXIT_USAGE, RESULT_FILE, RESULT_FORMAT, Options, write_json
 from .runner import Runner
@@ -41,6 +42,14 @@ def run_baseline(args: argparse.Namespace, runner: Runner, out: str,
     if not baseline:
         complain(f"{args.command[0]} recorded no spawn: is it a libkbthreads program? (KB_RECORD={base}.schedule)")
         return None
+    if args.strategy == "delay":
+        # delays act on round-robin rounds: a spawn whose code chose its own
+        # schedule ignores KB_SCHED_DELAYS, and no level would mean anything
+        for i, s in enumerate(baseline, start=1):
+            if s.schedule != "round-robin":
+                complain(f"--strategy delay: spawn {i} of {args.command[0]} runs the schedule its code chose "
+                         f"({s.schedule}), not round-robin: it would ignore KB_SCHED_DELAYS")
+                return None
     if args.compare_output:
         with open(base + ".out", "rb") as f:
             runner.compare = f.read()
@@ -74,8 +83,10 @@ def result_json(args: argparse.Namespace, opts: Options, baseline: list[Section]
         "cwd": os.getcwd(),
         "shard": list(args.shard) if args.shard else None,
         "baseline": {"schedule": schedule_digest(baseline), "line": baseline_line(baseline)},
-        "planned": [p.number for p in plan],
+        "planned": None if explored.delays else [p.number for p in plan],
         "stopped": explored.stopped,
+        # --strategy delay: the levels (a shard's with the schedules it did not run, for merge)
+        "delays": levels_json(explored.delays, explored.stopped, opts, bool(args.shard)) if explored.delays else None,
         "runs": [r.to_json() for r in explored.committed],
         "coverage": explored.coverage.to_json(),
         "failure": None if failing is None else dict(failing.to_json(), recording=recording),
@@ -89,7 +100,9 @@ def say_shard(say: Callable[[str], None], args: argparse.Namespace, out: str, pl
     k, n = args.shard
     what = f"failure at run {failing.number} ({failing.outcome.text}), not shrunk: merge shrinks it" \
         if failing else "no failure"
-    say(f"shard {k}/{n}: tried {plural(len(explored.committed), 'run')} of {len(plan)}, {what}; "
+    of = f"of {len(plan)}" if explored.delays is None else \
+        f"(levels 1 to {len(explored.delays.levels)} of its part, numbered in its own order)"
+    say(f"shard {k}/{n}: tried {plural(len(explored.committed), 'run')} {of}, {what}; "
         f"result in {os.path.join(out, RESULT_FILE)}")
     return EXIT_FOUND if failing else EXIT_NONE_FOUND
 
@@ -102,11 +115,12 @@ def explore(args: argparse.Namespace, say: Callable[[str], None], complain: Call
     if baseline is None:
         return EXIT_USAGE
     say(baseline_line(baseline))
-    plan = plan_runs(args, baseline, complain)
-    if not plan:
+    delay = args.strategy == "delay"
+    plan = [] if delay else plan_runs(args, baseline, complain)
+    if not plan and not delay:
         return EXIT_USAGE
     opts = Options(args.command, args.strategy, args.runs, args.depth, args.timeout, args.compare_output,
-                   args.until_stale, args.time_budget)
+                   args.until_stale, args.time_budget, args.delays if delay else None)
     coverage = Coverage()
     coverage.add(0, schedule_digest(baseline), orders_of(baseline), is_run=False)
     if args.shard:
@@ -114,8 +128,12 @@ def explore(args: argparse.Namespace, say: Callable[[str], None], complain: Call
     # A shard cannot know when the whole exploration goes stale: merge does.
     committer = Committer(coverage, None if args.shard else args.until_stale)
     deadline = time.monotonic() + args.time_budget if args.time_budget else None
-    stopped = run_all(runner, out, plan, jobs, deadline, committer)
-    explored = Explored(committer.committed, coverage, stopped)
+    if delay:  # planned a level at a time, from the runs of the one before
+        levels, stopped = run_levels(args, runner, out, baseline, jobs, deadline, committer)
+        explored = Explored(committer.committed, coverage, stopped, levels)
+    else:
+        stopped = run_all(runner, out, plan, jobs, deadline, committer)
+        explored = Explored(committer.committed, coverage, stopped)
     write_json(os.path.join(out, RESULT_FILE), result_json(args, opts, baseline, plan, explored))
     if args.shard:
         return say_shard(say, args, out, plan, explored)

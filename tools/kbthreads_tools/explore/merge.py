@@ -10,6 +10,7 @@ import shlex
 from typing import Callable
 
 from .coverage import Coverage
+from .levels import LevelsMergeError, merge_levels
 from .report import finish_failure, report
 from .results import EXIT_NONE_FOUND, EXIT_USAGE, MERGED_OPTIONS, RESULT_FILE, RESULT_FORMAT, Options, prepare_out
 from .runner import Runner
@@ -44,7 +45,7 @@ def option_text(name: str, value) -> str:
     return f"--{name.replace('_', '-')} {value if value is not None else '(none)'}"
 
 
-def merge_results(dirs: list[str]) -> tuple[list[dict], Options]:
+def merge_results(dirs: list[str]) -> tuple[list[tuple[str, dict]], Options]:
     """The shards' results, checked to be the N shards of one exploration."""
     loaded = [(d, load_result(d)) for d in dirs]
     first_dir, first = loaded[0]
@@ -72,20 +73,29 @@ def merge_results(dirs: list[str]) -> tuple[list[dict], Options]:
                          f"missing: merge needs all {n}")
     o = first["options"]
     opts = Options(list(o["command"]), o["strategy"], o["runs"], o["depth"], o["timeout"], o["compare_output"],
-                   o["until_stale"], o.get("time_budget"))
-    return [r for _, r in loaded], opts
+                   o["until_stale"], o.get("time_budget"), o.get("delays"))
+    return loaded, opts
 
 
 def merge(args: argparse.Namespace, say: Callable[[str], None], complain: Callable[[str], None]) -> int:
     try:
-        results, opts = merge_results(args.dirs)
+        loaded, opts = merge_results(args.dirs)
     except MergeError as e:
         complain(str(e))
         return EXIT_USAGE
+    results = [r for _, r in loaded]
     first = results[0]
-    say(first["baseline"]["line"])
     coverage = Coverage()
     coverage.add(0, first["baseline"]["schedule"], None, is_run=False)
+    if opts.strategy == "delay":
+        try:
+            explored = merge_levels(loaded, opts, coverage)
+        except LevelsMergeError as e:
+            complain(str(e))
+            return EXIT_USAGE
+        say(first["baseline"]["line"])
+        return finish(args, say, complain, opts, explored, first)
+    say(first["baseline"]["line"])
     by_number: dict[int, RunResult] = {}
     stopped_by: dict[int, str] = {}
     for r in results:
@@ -108,6 +118,12 @@ def merge(args: argparse.Namespace, say: Callable[[str], None], complain: Callab
     for r in results:
         coverage.take_orders(r["coverage"]["orders"], upto)
     explored = Explored(committer.committed, coverage, stopped)
+    return finish(args, say, complain, opts, explored, first)
+
+
+def finish(args: argparse.Namespace, say: Callable[[str], None], complain: Callable[[str], None], opts: Options,
+           explored: Explored, first: dict) -> int:
+    """The merged exploration's report, then its failure shrunk."""
     report(say, opts, explored)
     failing = explored.failure
     if failing is None:

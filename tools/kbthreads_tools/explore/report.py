@@ -11,16 +11,14 @@ import sys
 from typing import Callable
 
 from .coverage import coverage_lines
+from .delays import describe, env_value
 from .gdb_script import gdb_command, is_script, write_gdb_script
-from .results import EXIT_FOUND, Options
+from .levels import failing_level_note, level_lines
+from .results import EXIT_FOUND, Options, plural
 from .runner import Runner
 from .runs import Explored, RunResult
 from .schedule_file import Section, differing_rounds, read_schedule
-from .shrink import shrink
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+from .shrink import shrink, shrink_delays
 
 
 def baseline_line(baseline: list[Section]) -> str:
@@ -44,8 +42,13 @@ def report(say: Callable[[str], None], opts: Options, explored: Explored) -> Non
         say(f"no failure: {tried}; stopped: {opts.until_stale} runs in a row found no new schedule (--until-stale)")
     elif explored.stopped == "time":
         say(f"no failure: {tried}; stopped at the time budget ({opts.time_budget:g} s)")
+    elif explored.stopped == "runs":
+        say(f"no failure: {tried}; stopped after --runs {opts.runs} runs")
     else:
         say(f"no failure: {tried}")
+    if explored.delays is not None:
+        for line in level_lines(explored.delays, explored.stopped, opts):
+            say(line)
     for line in coverage_lines(cov):
         say(line)
     say(f"coverage: the last {plural(cov.stale, 'run')} in a row found no new schedule")
@@ -60,7 +63,11 @@ def finish_failure(say: Callable[[str], None], runner: Runner, out: str, failing
     if not recorded or not any(s.rounds for s in recorded):
         say(f"the failing run recorded no round (it failed before its first); see {original}")
         return EXIT_FOUND
-    result = shrink(runner, out, recorded, failing.outcome, jobs)
+    if failing.delays is not None:
+        result = shrink_delays(runner, out, recorded, failing.outcome, jobs, failing.delays,
+                               failing_level_note(failing))
+    else:
+        result = shrink(runner, out, recorded, failing.outcome, jobs)
     if not result.reproduced:
         say(f"replaying the failing schedule did not fail the same way (is the program deterministic?); "
             f"{result.path} holds it unshrunk")
@@ -76,8 +83,15 @@ def finish_failure(say: Callable[[str], None], runner: Runner, out: str, failing
         say(f"  {where}: {' '.join(map(str, order))} (round-robin: {' '.join(map(str, sorted(order)))})")
     if len(diff) > 50:
         say(f"  ... and {len(diff) - 50} more (see {result.path})")
+    if result.delays is not None and failing.delays is not None:
+        kept, was = len(result.delays), len(failing.delays)
+        why = "none can be dropped: every schedule with fewer delays passed" if kept == was else \
+            f"{plural(was - kept, 'delay')} of {was} dropped"
+        say(f"shrunk to {plural(kept, 'delay')}: {describe(result.delays, len(result.recorded) > 1)} ({why})")
     say(f"wrote {original} (the failing run's recording) and {result.path}")
     say(f"replay: KB_REPLAY={shlex.quote(result.path)} {shlex.join(command)}")
+    if result.delays is not None:
+        say(f"replay: KB_SCHED_DELAYS={shlex.quote(env_value(result.delays))} {shlex.join(command)}")
     script = os.path.join(out, "replay.gdb")
     if write_gdb_script(script, result.path, result.recorded):
         gdb = gdb_command(script, command)

@@ -17,7 +17,11 @@ EXIT_USAGE = 2
 RESULT_FORMAT = "kbthreads-explore-result 1"
 RESULT_FILE = "result.json"
 # The options a shard's result must share with the others to be merged.
-MERGED_OPTIONS = ("command", "strategy", "runs", "depth", "timeout", "compare_output", "until_stale")
+MERGED_OPTIONS = ("command", "strategy", "runs", "depth", "timeout", "compare_output", "until_stale", "delays")
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def prepare_out(out: str) -> str | None:
@@ -62,6 +66,7 @@ class Options:
     compare_output: bool
     until_stale: int | None
     time_budget: float | None
+    delays: int | None = None  # --strategy delay: the most delays (--delays)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)

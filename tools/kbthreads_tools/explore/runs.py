@@ -6,11 +6,16 @@ import concurrent.futures
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .coverage import Coverage, orders_of
+from .delays import Delays, extensions
 from .runner import Outcome, Runner
 from .schedule_file import read_schedule, schedule_digest
 from .strategies import Planned
+
+if TYPE_CHECKING:
+    from .levels import DelayLevels
 
 
 def default_jobs() -> int:
@@ -28,22 +33,33 @@ class RunResult:
     digest: str
     orders: list[list[list[int]]] | None  # for coverage, until the run is committed
     prefix: str  # where its recording and output are
+    # --strategy delay: the run's delays and level; the schedules of the
+    # next level its run makes (until the level is planned), and how many
+    delays: Delays | None = None
+    level: int = 0
+    children: list[Delays] | None = None
+    nchildren: int = 0
 
     def to_json(self) -> dict:
-        return {"run": self.number, "label": self.label, "outcome": self.outcome.to_json(),
-                "schedule": self.digest, "output": self.prefix}
+        d = {"run": self.number, "label": self.label, "outcome": self.outcome.to_json(),
+             "schedule": self.digest, "output": self.prefix}
+        if self.delays is not None:
+            d.update(delays=[list(x) for x in self.delays], level=self.level, extensions=self.nchildren)
+        return d
 
     @staticmethod
     def from_json(d: dict) -> "RunResult":
+        delays = tuple((int(s), int(t)) for s, t in d["delays"]) if "delays" in d else None
         return RunResult(int(d["run"]), str(d["label"]), Outcome.from_json(d["outcome"]), str(d["schedule"]),
-                         None, str(d["output"]))
+                         None, str(d["output"]), delays, int(d.get("level", 0)), None, int(d.get("extensions", 0)))
 
 
 @dataclass
 class Explored:
     committed: list[RunResult]  # the runs reported, in number order, none after the first failure
     coverage: Coverage
-    stopped: str  # "done", "failure", "stale", "time"
+    stopped: str  # "done", "failure", "stale", "time"; "runs" (--strategy delay: the --runs budget)
+    delays: "DelayLevels | None" = None  # --strategy delay: the levels explored
 
     @property
     def failure(self) -> RunResult | None:
@@ -76,7 +92,13 @@ def run_one(runner: Runner, out: str, p: Planned) -> RunResult:
     prefix = os.path.join(out, "runs", f"{p.number:04d}")
     got = runner.run(prefix, dict(p.env, KB_RECORD=prefix + ".schedule"), tag=p.number)
     recorded = read_schedule(prefix + ".schedule")
-    return RunResult(p.number, p.label, got, schedule_digest(recorded), orders_of(recorded), prefix)
+    r = RunResult(p.number, p.label, got, schedule_digest(recorded), orders_of(recorded), prefix, p.delays, p.level)
+    if p.delays is not None and not got.failed:  # a failure ends the exploration: nothing is extended
+        ext = list(extensions(p.delays, recorded))
+        r.nchildren = len(ext)
+        if p.expand:
+            r.children = [p.delays + (d,) for d in ext]
+    return r
 
 
 def run_all(runner: Runner, out: str, plan: list[Planned], jobs: int, deadline: float | None,

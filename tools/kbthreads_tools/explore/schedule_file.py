@@ -10,7 +10,7 @@ from typing import Iterable
 
 # Every variable the library reads for the schedule: cleared for each run,
 # then set for the run's strategy.
-SCHEDULE_ENV = ("KB_SCHED_SEED", "KB_SCHED_PCT", "KB_SCHED_EXHAUSTIVE", "KB_REPLAY", "KB_RECORD")
+SCHEDULE_ENV = ("KB_SCHED_SEED", "KB_SCHED_PCT", "KB_SCHED_EXHAUSTIVE", "KB_SCHED_DELAYS", "KB_REPLAY", "KB_RECORD")
 
 
 # The one Python reader (read_schedule) and writer (write_partial) of the

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Shrinking a failing schedule toward round-robin: bisection of its ends,
-then delta debugging, each candidate replayed as a partial schedule."""
+then delta debugging, each candidate replayed as a partial schedule; a
+failing schedule of delays (--strategy delay) by delta debugging over its
+delays, each candidate replayed through KB_SCHED_DELAYS."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -10,8 +12,9 @@ import os
 import shutil
 import threading
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
+from .delays import Delays, env_value
 from .runner import Outcome, Runner
 from .schedule_file import Section, differing_rounds, read_schedule, write_partial
 
@@ -32,11 +35,14 @@ class Shrinker:
     the next candidates are replayed at once, ahead of need."""
 
     def __init__(self, runner: Runner, out: str, original: list[Section], failure: Outcome, jobs: int,
-                 budget: int = SHRINK_BUDGET):
+                 budget: int = SHRINK_BUDGET, known: Callable[[Sequence], bool | None] | None = None):
         self.runner, self.out, self.original, self.failure = runner, out, original, failure
         self.jobs, self.budget = jobs, budget
-        self.tried: dict[frozenset, bool] = {}  # the candidates one-by-one trying would have replayed
-        self.ran: dict[frozenset, tuple[bool, str]] = {}  # every replay run, and its files
+        # what is known of a candidate without a replay (True fails, False
+        # passes), or None: a replay answers
+        self.known = known or (lambda keep: None)
+        self.tried: dict[tuple, bool] = {}  # the candidates one-by-one trying would have replayed
+        self.ran: dict[tuple, tuple[bool, str]] = {}  # every replay run, and its files
         self.files = itertools.count(1)
         self.lock = threading.Lock()
         os.makedirs(os.path.join(out, "shrink"), exist_ok=True)
@@ -45,13 +51,19 @@ class Shrinker:
     def exhausted(self) -> bool:
         return len(self.tried) >= self.budget
 
+    def candidate_env(self, keep: list, prefix: str) -> dict[str, str]:
+        """The environment that replays keep: the partial schedule of those
+        rounds of the original, written to prefix.schedule."""
+        write_partial(prefix + ".schedule", self.original, keep)
+        return {"KB_REPLAY": prefix + ".schedule"}
+
     def replay(self, keep: list) -> None:
         with self.lock:
             prefix = os.path.join(self.out, "shrink", f"{next(self.files):04d}")
-        write_partial(prefix + ".schedule", self.original, keep)
-        got = self.runner.run(prefix, {"KB_REPLAY": prefix + ".schedule", "KB_RECORD": prefix + ".recorded"})
+        env = dict(self.candidate_env(keep, prefix), KB_RECORD=prefix + ".recorded")
+        got = self.runner.run(prefix, env)
         with self.lock:
-            self.ran[frozenset(keep)] = (got.same_failure(self.failure), prefix)
+            self.ran[candidate_key(keep)] = (got.same_failure(self.failure), prefix)
 
     def first_failing(self, candidates: Iterable[list]) -> int | None:
         it = iter(candidates)
@@ -62,7 +74,12 @@ class Shrinker:
             if not ahead:
                 return None
             keep = ahead.pop(0)
-            key = frozenset(keep)
+            key = candidate_key(keep)
+            known = self.known(keep)
+            if known is not None:
+                if known:
+                    return i
+                continue
             if key not in self.tried:
                 if self.exhausted:
                     return None
@@ -70,8 +87,8 @@ class Shrinker:
                     ahead += list(itertools.islice(it, max(0, self.jobs - 1 - len(ahead))))
                     todo, seen = [], set()
                     for c in [keep] + ahead:
-                        k = frozenset(c)
-                        if k not in self.ran and k not in self.tried and k not in seen:
+                        k = candidate_key(c)
+                        if k not in self.ran and k not in self.tried and k not in seen and self.known(c) is None:
                             seen.add(k)
                             todo.append(c)
                     with concurrent.futures.ThreadPoolExecutor(max_workers=self.jobs) as pool:
@@ -85,7 +102,21 @@ class Shrinker:
         return self.first_failing([keep]) == 0
 
     def prefix_of(self, keep: list) -> str:
-        return self.ran[frozenset(keep)][1]
+        return self.ran[candidate_key(keep)][1]
+
+
+def candidate_key(keep: Sequence) -> tuple:
+    """A candidate's identity: its items, in order (a delay may be listed
+    twice)."""
+    return tuple(sorted(keep))
+
+
+class DelayShrinker(Shrinker):
+    """Candidates are sublists of a failing schedule's delays, replayed
+    through KB_SCHED_DELAYS."""
+
+    def candidate_env(self, keep: list, prefix: str) -> dict[str, str]:
+        return {"KB_SCHED_DELAYS": env_value(tuple(keep))}
 
 
 def ddmin(items: list, first_failing: Callable[[Iterable[list]], int | None],
@@ -148,6 +179,7 @@ class Shrunk:
     replays: int
     reproduced: bool
     recorded: list[Section]  # what the shrunk schedule's replay ran
+    delays: Delays | None = None  # a schedule of delays: the shrunk one
 
 
 def shrink(runner: Runner, out: str, original: list[Section], failure: Outcome, jobs: int) -> Shrunk:
@@ -173,3 +205,22 @@ def shrink(runner: Runner, out: str, original: list[Section], failure: Outcome, 
     path = os.path.join(out, "shrunk.schedule")
     shutil.copyfile(prefix + ".schedule", path)
     return Shrunk(path, len(s.tried), reproduced, read_schedule(prefix + ".recorded"))
+
+
+def shrink_delays(runner: Runner, out: str, original: list[Section], failure: Outcome, jobs: int, delays: Delays,
+                  known: Callable[[Sequence], bool | None]) -> Shrunk:
+    """Drop what delays of a failing schedule it can (delta debugging over
+    them; `known` answers the candidates an exploration already settled),
+    after one replay that checks it fails again. DIR/shrunk.schedule is
+    the partial schedule of the rounds the shrunk delays' replay ran out of
+    rank order: the same orders, for KB_REPLAY and gdb."""
+    s = DelayShrinker(runner, out, original, failure, jobs, known=known)
+    every = list(delays)
+    reproduced = s.fails(every)
+    best = ddmin(every, s.first_failing, lambda: s.exhausted) if reproduced else every
+    if candidate_key(best) not in s.ran:  # settled without a replay: replay it for its recording
+        s.replay(best)
+    recorded = read_schedule(s.prefix_of(best) + ".recorded")
+    path = os.path.join(out, "shrunk.schedule")
+    write_partial(path, recorded, differing_rounds(recorded))
+    return Shrunk(path, len(s.tried), reproduced, recorded, tuple(best))

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""Strategies: the runs an exploration plans (pct, seeded, exhaustive), and
-a shard's part of them."""
+"""Strategies: the runs an exploration plans (pct, seeded, exhaustive; delay
+plans a level at a time: levels.py), and a shard's part of them."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from .delays import Delays
 from .schedule_file import Section
 
 
@@ -27,6 +28,12 @@ class Planned:
     number: int
     label: str
     env: dict[str, str]
+    # --strategy delay: the schedule's delays, its level (their number),
+    # and whether its run's extensions are wanted as schedules (the next
+    # level is explored) or only counted (it is not)
+    delays: Delays | None = None
+    level: int = 0
+    expand: bool = False
 
 
 def schedules(strategy: str, runs: int, depth: int, baseline: list[Section]) -> list[Planned]:
