@@ -7,7 +7,8 @@ and wait loops, with 0 and 2 µs of work before each suspension point
 with two simulations side by side.
 
 A cell (one section, loop, work, N) is measured by PROCESSES processes of
-each configuration, interleaved (every configuration once, then again),
+each configuration, interleaved (every configuration once, then again,
+each round starting at another configuration: rotated()),
 because processes of one sitting differ by up to 30%: each process gives
 the median of its repetitions, and the report compares the medians of
 those (bench/report_policy.py). Every process also reports the wait mode
@@ -44,6 +45,17 @@ def usable(cfg: Config, n: int) -> bool:
     which the smoke run shows at 10-20x the other modes (docs/design.md);
     the reactive policy never tries it there either."""
     return cfg[0] != "spin" or n < len(os.sched_getaffinity(0))
+
+
+def rotated(cfgs: List[Config], proc: int, processes: int) -> List[Config]:
+    """The configurations in the order process round `proc` runs them: each
+    round starts at a different one. A process that follows a large spawn
+    of the previous cell's last configuration may start while that one's
+    threads are still being torn down (a 2026-12-03 run showed the first
+    configuration of every round slower at N = 512 and 4096), so no
+    configuration may always come first."""
+    k = (proc * len(cfgs)) // max(1, processes)
+    return cfgs[k:] + cfgs[:k]
 
 
 def with_reps(argv: List[str], reps: int) -> List[str]:
@@ -103,7 +115,8 @@ def idle_section(r: Runner, cells: Cells) -> None:
                 base = [r.prog("kb_bench"), op, "--n", str(n), "--m", str(m), "--reps", str(p.policy_reps),
                         "--work", str(work)]
                 for proc in range(p.policy_processes):
-                    for cfg, policy, extra, pre in (c for c in CONFIGS if usable(c, n)):
+                    for cfg, policy, extra, pre in rotated([c for c in CONFIGS if usable(c, n)], proc,
+                                                          p.policy_processes):
                         cells.run("idle", bench, n, cfg, "policy: %s N=%d W=%d %s (%d/%d)" % (
                             op, n, work, cfg, proc + 1, p.policy_processes), with_policy(base + extra, policy),
                             preexec_fn=pre)
@@ -118,7 +131,8 @@ def hog_section(r: Runner, cells: Cells) -> None:
             for op in ("yield", "wait"):
                 base = [r.prog("kb_bench"), op, "--n", str(n), "--m", str(m), "--reps", str(p.policy_reps)]
                 for proc in range(p.policy_processes):
-                    for cfg, policy, _, _ in (c for c in LOADED_CONFIGS if usable(c, n)):
+                    for cfg, policy, _, _ in rotated([c for c in LOADED_CONFIGS if usable(c, n)], proc,
+                                                     p.policy_processes):
                         cells.run("hog", op, n, cfg, "policy hog: %s N=%d %s (%d/%d)" % (
                             op, n, cfg, proc + 1, p.policy_processes), with_policy(base, policy), deliberate="hog")
 
@@ -134,7 +148,8 @@ def pair_section(r: Runner, cells: Cells) -> None:
         # Both print figure "sim"; the cells are told apart by name.
         for bench, lang, argv in jobs:
             for proc in range(p.policy_processes):
-                for cfg, policy, _, _ in (c for c in LOADED_CONFIGS if usable(c, n)):
+                for cfg, policy, _, _ in rotated([c for c in LOADED_CONFIGS if usable(c, n)], proc,
+                                                 p.policy_processes):
                     cells.run("pair", bench, n, cfg, "policy pair: %s sim N=%d %s (%d/%d)" % (
                         lang, n, cfg, proc + 1, p.policy_processes), with_policy(argv, policy), copies=2,
                         deliberate="pair", figure="sim")

@@ -79,6 +79,10 @@ def label(key: Key) -> Tuple[str, str]:
     return b, "–"
 
 
+def pct(x: Optional[float]) -> str:
+    return "–" if x is None else "%.0f%%" % (100 * x)
+
+
 def worst(rows: List[Tuple[str, float]]) -> str:
     if not rows:
         return "–"
@@ -107,10 +111,11 @@ def idle_table(C: Cells, w) -> Tuple[List[Tuple[str, float]], List[Tuple[str, fl
         rows.append([op, work, key[2], fmt_ns(d), C.ended(key, "auto"), C.switched(key), fmt_ns(st)]
                     + [fmt_ns(C.med(key, m)) for m in FORCED] + [fmt_ns(C.med(key, m)) for m in OWN]
                     + ["%s %s" % (fmt_ratio(rf), which_f or ""), "%s %s" % (fmt_ratio(ro), which_o or ""),
-                       fmt_ratio(d / st if d and st else None)])
+                       fmt_ratio(d / st if d and st else None), pct(C.noise(key, "auto")),
+                       pct(C.noise(key, which_f) if which_f else None)])
     w(md_table(["op", "work", "N", "default", "ended in", "switches / tries", "static"] + list(FORCED)
-               + [OWN_LABEL[o] for o in OWN] + ["default / best forced", "default / best own", "default / static"],
-               rows))
+               + [OWN_LABEL[o] for o in OWN] + ["default / best forced", "default / best own", "default / static",
+                                                "noise, default", "noise, best forced"], rows))
     return vs_forced, vs_own, vs_static
 
 
