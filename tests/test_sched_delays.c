@@ -191,7 +191,7 @@ test_every_order_of_a_round_comes_from_exactly_one_list_with_fewer_delays_per_tu
     /* 4 ranks: 4 * 3 * 2 lists with k[p] < 4 - p give the 24 orders, each
      * once; by number of delays 1, 3, 5, 6, 5, 3, 1 of them (the product
      * (1)(1 + q)(1 + q + q^2)(1 + q + q^2 + q^3) of docs/scheduling.md). */
-    char seen[24][32];
+    char seen[24][256]; /* as long as a round_line */
     int nseen = 0, by_delays[7] = {0};
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 3; b++)
