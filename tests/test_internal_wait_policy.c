@@ -20,8 +20,9 @@
 
 #include <cmocka.h>
 
-#include "run.h"
 #include "baton_wait_policy.h"
+#include "kbt_util.h"
+#include "run.h"
 
 #ifdef KB_HAVE_VALGRIND_H
 #include <valgrind/valgrind.h>
@@ -216,20 +217,10 @@ static void test_the_reactive_default_starts_from_the_static_mode_without_its_sh
 /* The text written to stderr while resolving a spawn of n ranks. */
 static void resolve_capturing_stderr(int n, char *buf, size_t cap, struct kb_run *out)
 {
-    FILE *tmp = tmpfile();
-    assert_non_null(tmp);
-    fflush(stderr);
-    int saved = dup(2);
-    assert_true(saved >= 0);
-    assert_true(dup2(fileno(tmp), 2) >= 0);
+    struct kbt_stderr c;
+    assert_int_equal(kbt_stderr_begin(&c), 0);
     *out = resolve(n, 0, 2);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    rewind(tmp);
-    size_t len = fread(buf, 1, cap - 1, tmp);
-    buf[len] = '\0';
-    fclose(tmp);
+    kbt_stderr_end(&c, buf, cap);
 }
 
 static void test_a_malformed_kb_wait_policy_is_ignored_with_a_warning(void **state)

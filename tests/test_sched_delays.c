@@ -308,20 +308,10 @@ static void test_KB_SCHED_DELAYS_gives_the_k_th_spawn_the_k_th_list(void **state
 static const char *with_env_capturing_stderr(const char *value, char *err, size_t cap)
 {
     setenv("KB_SCHED_DELAYS", value, 1);
-    FILE *tmp = tmpfile();
-    assert_non_null(tmp);
-    fflush(stderr);
-    int saved = dup(2);
-    assert_true(saved >= 0);
-    assert_true(dup2(fileno(tmp), 2) >= 0);
+    struct kbt_stderr cap_err;
+    assert_int_equal(kbt_stderr_begin(&cap_err), 0);
     const char *text = record_ok(3, (kb_spawn_opts){0});
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    rewind(tmp);
-    size_t len = fread(err, 1, cap - 1, tmp);
-    err[len] = '\0';
-    fclose(tmp);
+    kbt_stderr_end(&cap_err, err, cap);
     unsetenv("KB_SCHED_DELAYS");
     return text;
 }

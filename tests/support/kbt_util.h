@@ -260,4 +260,40 @@ static inline int kbt_exe_dir(char *buf, size_t cap)
     return 0;
 }
 
+/* The calling process's stderr into a temporary file from kbt_stderr_begin
+ * to kbt_stderr_end, which puts what was written in buf (cap bytes,
+ * NUL-terminated): for a warning printed by a call whose result the test
+ * also needs (kbt_child_* captures a child's instead). 0, or -1 when stderr
+ * could not be redirected. */
+struct kbt_stderr {
+    FILE *tmp;
+    int saved;
+};
+
+static inline int kbt_stderr_begin(struct kbt_stderr *c)
+{
+    fflush(stderr);
+    c->tmp = tmpfile();
+    c->saved = c->tmp ? dup(2) : -1;
+    if (c->saved < 0 || dup2(fileno(c->tmp), 2) < 0) {
+        if (c->saved >= 0)
+            close(c->saved);
+        if (c->tmp)
+            fclose(c->tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static inline void kbt_stderr_end(struct kbt_stderr *c, char *buf, size_t cap)
+{
+    fflush(stderr);
+    dup2(c->saved, 2);
+    close(c->saved);
+    rewind(c->tmp);
+    size_t len = fread(buf, 1, cap - 1, c->tmp);
+    buf[len] = '\0';
+    fclose(c->tmp);
+}
+
 #endif
