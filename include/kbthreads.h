@@ -396,7 +396,10 @@ typedef struct kb_spawn_opts {
      *  windows of rounds, tries the other modes now and then (a bounded
      *  share of the time) and switches, at a round boundary, to one
      *  that measured faster (docs/design.md, "the wait policy";
-     *  kb_spawn_stats reports what it chose and measured). The
+     *  kb_spawn_stats reports what it chose and measured). A ctx
+     *  remembers what its last reactive spawn of each shape (rank count,
+     *  CPUs; the last four shapes) learnt, and the next spawn of that
+     *  shape on it starts from there, not from the counts. The
      *  environment's KB_WAIT_POLICY=spin, look, nudge or sleep forces one
      *  mode for the whole spawn, KB_WAIT_POLICY=static the choice from the
      *  counts alone (the policy before the reactive one), auto the default;
@@ -558,7 +561,9 @@ typedef struct kb_spawn_stats {
     uint64_t wait_probes;   /**< times it tried a mode it was not using */
     /** Its last estimate for each kb_wait_mode: wall nanoseconds per
      *  handoff, rank code and drains included (so only comparable within
-     *  one spawn); 0 = never measured (not a candidate, or not tried yet). */
+     *  one spawn and the earlier spawns of its shape on the ctx, which it
+     *  started from); 0 = never measured (not a candidate, or not tried
+     *  yet). */
     uint64_t wait_ns[KB_WAIT_MODES];
 } kb_spawn_stats;
 

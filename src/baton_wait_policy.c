@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "baton_wait_reactive.h"
+#include "ctx.h"
 #include "run.h"
 #include "system.h"
 #ifdef KB_HAVE_VALGRIND_H
@@ -222,7 +223,7 @@ static void default_affinity(struct kb_run *run, int valgrind)
         /* Every mode, whatever the counts, Valgrind included: the test of
          * "the order never depends on the mode" (docs/reliability.md). */
         static const int all[KB_WAIT_MODES] = {KB_WAIT_SLEEP, KB_WAIT_LOOK, KB_WAIT_NUDGE, KB_WAIT_SPIN};
-        kb__wait_reactive_start(run, run->nprocs, ncpu, KB_WAIT_SLEEP, all, KB_WAIT_MODES, 1);
+        kb__wait_reactive_start(run, run->nprocs, ncpu, KB_WAIT_SLEEP, all, KB_WAIT_MODES, 1, NULL);
         return;
     }
     if (valgrind)
@@ -238,7 +239,8 @@ static void default_affinity(struct kb_run *run, int valgrind)
     }
     int cand[KB_WAIT_MODES];
     int ncand = candidates(run->nprocs, ncpu, cand);
-    kb__wait_reactive_start(run, run->nprocs, ncpu, home, cand, ncand, 0);
+    kb__wait_reactive_start(run, run->nprocs, ncpu, home, cand, ncand, 0,
+                            run->ctx ? &run->ctx->wait_memory : NULL);
 }
 
 void kb__wait_policy_resolve(struct kb_run *run)

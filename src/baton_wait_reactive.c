@@ -110,7 +110,7 @@ static int due_probe(const struct kb_run *run, uint64_t now, uint64_t h)
 {
     const struct kb_wait_reactive *r = &run->reactive;
     uint64_t rounds = 2 * ((uint64_t)run->nlive + 1) * r->est[r->home];
-    if ((r->probe_ns + rounds) * PROBE_SHARE > now - r->t_start)
+    if ((r->probe_ns + rounds) * PROBE_SHARE > now - r->t_start + r->prior_ns)
         return -1;
     int best = -1;
     for (int i = 0; i < r->ncand; i++) {
@@ -178,6 +178,10 @@ static void probe_round(struct kb_run *run, uint64_t now, uint64_t h)
         r->next_probe[m] = h + (uint64_t)r->backoff[m] * WINDOW_HANDOFFS;
         set_mode(run, r->home);
     }
+    /* The settling round after a try still wakes ranks that waited the
+     * tried way: it is the try's cost, and counts against the share. */
+    r->probe_t0 = now;
+    r->after_probe = 1;
     settle(r, h);
 }
 
@@ -200,8 +204,13 @@ void kb__wait_reactive_step(struct kb_run *run, uint64_t now)
         r->next_check = h + 1;
         return;
     }
+    r->t_last = now;
     switch (r->phase) {
     case PH_SETTLE:
+        if (r->after_probe) {
+            r->probe_ns += now - r->probe_t0;
+            r->after_probe = 0;
+        }
         open_window(r, r->mode == r->home ? PH_HOME : PH_PROBE, now, h);
         break;
     case PH_HOME:
@@ -213,8 +222,42 @@ void kb__wait_reactive_step(struct kb_run *run, uint64_t now)
     }
 }
 
+/* The index of mem's record of this shape, or -1. */
+static int shape_index(const struct kb_wait_memory *mem, int nprocs, int ncpu)
+{
+    for (int i = 0; mem && nprocs > 0 && i < KB_WAIT_MEMORY_SHAPES; i++)
+        if (mem->shape[i].nprocs == nprocs && mem->shape[i].ncpu == ncpu)
+            return i;
+    return -1;
+}
+
+static int is_candidate(const struct kb_wait_reactive *r, int m)
+{
+    for (int i = 0; i < r->ncand; i++)
+        if (r->cand[i] == m)
+            return 1;
+    return 0;
+}
+
+/* Go on from what the last spawn of this shape learnt: its mode, its
+ * estimates (the mode's own is what a slowdown is judged against), its
+ * back-offs, and the time share (so a ctx spawning again and again does
+ * not try every mode again in every spawn). */
+static void resume(struct kb_wait_reactive *r, const struct kb_wait_shape *sh)
+{
+    r->resumed = 1;
+    r->home = sh->home;
+    memcpy(r->est, sh->est, sizeof r->est);
+    memcpy(r->next_probe, sh->due, sizeof r->next_probe);
+    for (int m = 0; m < KB_WAIT_MODES; m++)
+        r->backoff[m] = sh->backoff[m] ? sh->backoff[m] : 1;
+    r->est_at_choice = sh->est_at_choice;
+    r->prior_ns = sh->elapsed_ns;
+    r->probe_ns = sh->probe_ns;
+}
+
 void kb__wait_reactive_start(struct kb_run *run, int nprocs, int ncpu, int home, const int *cand, int ncand,
-                             int cycle)
+                             int cycle, const struct kb_wait_memory *mem)
 {
     struct kb_wait_reactive *r = &run->reactive;
     memset(r, 0, sizeof *r);
@@ -226,10 +269,41 @@ void kb__wait_reactive_start(struct kb_run *run, int nprocs, int ncpu, int home,
     memcpy(r->cand, cand, (size_t)ncand * sizeof *cand);
     r->home = home;
     retry_soon(r, 0);
-    set_mode(run, home);
+    int i = cycle ? -1 : shape_index(mem, nprocs, ncpu);
+    if (i >= 0 && is_candidate(r, mem->shape[i].home) && mem->shape[i].est[mem->shape[i].home])
+        resume(r, &mem->shape[i]);
+    set_mode(run, r->home);
     /* The first round starts the threads (their first waits are the
      * worker's, not the mode's): settle through it. */
     settle(r, 0);
+}
+
+void kb__wait_reactive_save(const struct kb_run *run, struct kb_wait_memory *mem)
+{
+    const struct kb_wait_reactive *r = &run->reactive;
+    if (!mem || !r->active || r->cycle || !r->est[r->home])
+        return;
+    int i = shape_index(mem, r->nprocs, r->ncpu);
+    if (i < 0) /* a new shape: an empty record, else the least recently used */
+        for (int j = i = 0; j < KB_WAIT_MEMORY_SHAPES; j++)
+            if (mem->shape[j].used < mem->shape[i].used)
+                i = j;
+    struct kb_wait_shape *sh = &mem->shape[i];
+    uint64_t h = run->counters.handoffs;
+    sh->nprocs = r->nprocs;
+    sh->ncpu = r->ncpu;
+    sh->used = ++mem->uses;
+    sh->home = r->home;
+    memcpy(sh->est, r->est, sizeof sh->est);
+    for (int m = 0; m < KB_WAIT_MODES; m++) {
+        sh->backoff[m] = r->backoff[m];
+        /* (A try the run ended in gave no figure: it was due, and is.) */
+        sh->due[m] = r->next_probe[m] > h ? r->next_probe[m] - h : 0;
+    }
+    sh->est_at_choice = r->est_at_choice;
+    uint64_t in_try = r->mode != r->home || r->after_probe ? r->t_last - r->probe_t0 : 0;
+    sh->elapsed_ns = r->prior_ns + (r->t_start ? r->t_last - r->t_start : 0);
+    sh->probe_ns = r->probe_ns + in_try;
 }
 
 void kb__wait_reactive_restart(struct kb_run *run)
@@ -237,7 +311,12 @@ void kb__wait_reactive_restart(struct kb_run *run)
     struct kb_wait_reactive *r = &run->reactive;
     if (!r->active || r->cycle)
         return;
-    if (r->mode != r->home) /* a try cut off by the pause: no figure */
+    /* A try (or its settling round) cut off by the pause: no figure; its
+     * time up to the last round boundary before the pause is the tries'. */
+    if (r->mode != r->home || r->after_probe)
+        r->probe_ns += r->t_last - r->probe_t0;
+    r->after_probe = 0;
+    if (r->mode != r->home)
         set_mode(run, r->home);
     settle(r, run->counters.handoffs);
 }

@@ -12,6 +12,13 @@
  * are ordered with the handoffs like every other scheduler field. A rank
  * copies run->rank_wait while it still holds the baton (rank.c: pass_on),
  * so a switch reaches each rank at its next suspension: within one round.
+ *
+ * A ctx remembers what its reactive spawns learnt (struct kb_wait_memory,
+ * one record per shape: rank count and CPUs), so the next spawn of that
+ * shape on the ctx starts in the mode the last one ended in, with its
+ * estimates, back-offs and rationed time, instead of learning again from
+ * the static choice. The records are the driver's: read when a spawn is
+ * resolved and written when its run is destroyed, both with the ctx owned.
  */
 #ifndef KB_BATON_WAIT_REACTIVE_H
 #define KB_BATON_WAIT_REACTIVE_H
@@ -22,6 +29,28 @@
 
 struct kb_run;
 struct kb_spawn_stats;
+
+/* Shapes a ctx remembers (the least recently used is replaced): a
+ * simulator alternating a few rank counts on one ctx keeps each. */
+#define KB_WAIT_MEMORY_SHAPES 4
+
+/* What one reactive spawn of a shape left for the next one. */
+struct kb_wait_shape {
+    int nprocs, ncpu; /* the shape; nprocs 0 = an empty record */
+    uint64_t used;    /* kb_wait_memory.uses when last written (least recent is replaced) */
+    int home;         /* the mode chosen at the end */
+    uint64_t est[KB_WAIT_MODES];
+    unsigned backoff[KB_WAIT_MODES];
+    uint64_t
+        due[KB_WAIT_MODES]; /* handoffs before the mode may be tried, counted from the next spawn's start */
+    uint64_t est_at_choice;
+    uint64_t elapsed_ns, probe_ns; /* measured time at this shape, and the tries' part of it */
+};
+
+struct kb_wait_memory {
+    uint64_t uses;
+    struct kb_wait_shape shape[KB_WAIT_MEMORY_SHAPES];
+};
 
 struct kb_wait_reactive {
     int active;       /* this run's rank_wait is steered here (reactive, or cycle) */
@@ -37,7 +66,11 @@ struct kb_wait_reactive {
     uint64_t t0, h0;             /* the open window: its start (ns) and the handoff count then */
     uint64_t t_start;            /* when the first window opened (ns): the time tries are rationed against */
     uint64_t probe_t0;           /* when the current try began (its settling round included) */
-    uint64_t probe_ns;           /* time spent in tries so far */
+    uint64_t probe_ns;           /* time spent in tries so far (earlier spawns' included, when resumed) */
+    uint64_t prior_ns;           /* measured time of earlier spawns of this shape on the ctx */
+    uint64_t t_last;             /* the last round boundary's clock reading (ns) */
+    int after_probe;             /* the settling round follows a try: its time is the try's */
+    int resumed;                 /* started from a kb_wait_shape */
     uint64_t est[KB_WAIT_MODES]; /* ns per handoff, 0 = not measured */
     uint64_t next_probe[KB_WAIT_MODES]; /* handoffs after which the mode may be tried again */
     unsigned backoff[KB_WAIT_MODES];    /* windows between two tries of the mode */
@@ -47,9 +80,16 @@ struct kb_wait_reactive {
 
 /* Driver, at resolution: start steering the run of nprocs ranks on ncpu
  * CPUs from mode home with the given candidates (the reactive policy), or
- * move through cand[] every round (cycle != 0). Sets run->rank_wait. */
+ * move through cand[] every round (cycle != 0). When mem (may be NULL)
+ * has a record of this shape whose mode is a candidate, the run starts
+ * from it instead (not under cycle). Sets run->rank_wait. */
 void kb__wait_reactive_start(struct kb_run *run, int nprocs, int ncpu, int home, const int *cand, int ncand,
-                             int cycle);
+                             int cycle, const struct kb_wait_memory *mem);
+
+/* Driver, when the run ends: record what it learnt in mem (may be NULL) for the next
+ * spawn of its shape (nothing when it was not steered reactively or never
+ * measured its mode). */
+void kb__wait_reactive_save(const struct kb_run *run, struct kb_wait_memory *mem);
 
 /* The policy's work at a round boundary (round_loop.c: begin_round
  * calls it when active and the handoff count reached next_check: one

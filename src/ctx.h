@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "baton.h"
+#include "baton_wait_reactive.h"
 #include "completed.h"
 #include "kbthreads.h"
 #include "queue.h"
@@ -45,6 +46,10 @@ struct kb_ctx {
     /* Under Valgrind only: ended workers whose memory is freed at destroy,
      * not at once (worker.c: kb__worker_end says why). */
     struct kb_worker *graveyard;
+    /* What the reactive wait policy learnt per shape of spawn, for the next
+     * spawn of that shape (baton_wait_reactive.h). The driver's: read when
+     * a run is resolved, written when it is destroyed, with ctx owned. */
+    struct kb_wait_memory wait_memory;
 };
 
 enum kb_access {

@@ -11,6 +11,7 @@
 #include "alloc.h"
 #include "annotate.h"
 #include "baton_wait_policy.h"
+#include "baton_wait_reactive.h"
 #include "crash.h"
 #include "error.h"
 #include "registry.h"
@@ -65,6 +66,7 @@ void kb__run_destroy(struct kb_run *run)
     kb__run_files_finish(run);
     if (run->opt.stats)
         kb__stats_fill(run, run->opt.stats);
+    kb__wait_reactive_save(run, &run->ctx->wait_memory);
     kb__wait_nudges(run); /* a finished rank may still be nudging a slot */
     release_workers(run, 0);
     run_free(run);

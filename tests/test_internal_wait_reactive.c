@@ -40,7 +40,10 @@ struct sim {
 
 static const int LOOK_NUDGE_SLEEP[] = {KB_WAIT_LOOK, KB_WAIT_NUDGE, KB_WAIT_SLEEP};
 
-static void sim_start(struct sim *s, int nprocs, int home, const uint64_t cost[KB_WAIT_MODES])
+/* A spawn of nprocs ranks on 2 CPUs starting from home, or from mem's
+ * record of its shape (mem may be NULL: a fresh ctx). */
+static void sim_start_on(struct sim *s, int nprocs, int home, const uint64_t cost[KB_WAIT_MODES],
+                         const struct kb_wait_memory *mem)
 {
     memset(s, 0, sizeof *s);
     s->run.nprocs = nprocs;
@@ -48,7 +51,12 @@ static void sim_start(struct sim *s, int nprocs, int home, const uint64_t cost[K
     s->per_round = nprocs + 1; /* every turn, and the driver's drain */
     memcpy(s->cost, cost, sizeof s->cost);
     s->now = 1000000;
-    kb__wait_reactive_start(&s->run, nprocs, 2, home, LOOK_NUDGE_SLEEP, 3, 0);
+    kb__wait_reactive_start(&s->run, nprocs, 2, home, LOOK_NUDGE_SLEEP, 3, 0, mem);
+}
+
+static void sim_start(struct sim *s, int nprocs, int home, const uint64_t cost[KB_WAIT_MODES])
+{
+    sim_start_on(s, nprocs, home, cost, NULL);
 }
 
 /* n rounds: a round boundary (where the policy may act), then the round. */
@@ -254,7 +262,7 @@ static void test_cycle_moves_to_the_next_mode_at_every_round_boundary(void **sta
     struct kb_run run;
     memset(&run, 0, sizeof run);
     run.nprocs = run.nlive = 3;
-    kb__wait_reactive_start(&run, 3, 2, KB_WAIT_SLEEP, all, 4, 1);
+    kb__wait_reactive_start(&run, 3, 2, KB_WAIT_SLEEP, all, 4, 1, NULL);
     int seen[KB_WAIT_MODES] = {0};
     int prev = run.reactive.mode;
     for (int i = 0; i < 12; i++) {
@@ -300,6 +308,149 @@ static void test_wait_mode_names(void **state)
     assert_string_equal(kb_wait_mode_name(KB_WAIT_MODES), "unknown");
 }
 
+/* The settling round after a try (the ranks still wake as the tried mode
+ * had them wait) is counted with the try against the share. */
+static void test_the_settling_round_after_a_try_counts_as_the_trys_time(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 6000, 0});
+    struct kb_wait_reactive *r = &s.run.reactive;
+    while (r->mode == KB_WAIT_LOOK)
+        sim_rounds(&s, 1);
+    uint64_t began = s.now - s.cost[r->mode] * (uint64_t)s.per_round; /* the boundary it began at */
+    while (r->mode != KB_WAIT_LOOK)
+        sim_rounds(&s, 1);
+    assert_true(r->after_probe);
+    while (r->after_probe)
+        sim_rounds(&s, 1);
+    uint64_t settled = s.now - s.cost[KB_WAIT_LOOK] * (uint64_t)s.per_round;
+    assert_int_equal(r->probes, 1);
+    assert_int_equal(r->probe_ns, settled - began);
+}
+
+/* ---- what a ctx remembers between spawns ---------------------------------------- */
+
+static void test_a_spawn_of_a_remembered_shape_starts_in_the_mode_the_last_one_ended_in(void **state)
+{
+    (void)state;
+    static const uint64_t cost[KB_WAIT_MODES] = {9000, 5000, 2500, 0};
+    struct kb_wait_memory mem;
+    memset(&mem, 0, sizeof mem);
+    struct sim s;
+    sim_start_on(&s, 8, KB_WAIT_LOOK, cost, &mem);
+    sim_rounds(&s, 3000);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
+    kb__wait_reactive_save(&s.run, &mem);
+    uint64_t est[KB_WAIT_MODES];
+    memcpy(est, s.run.reactive.est, sizeof est);
+
+    sim_start_on(&s, 8, KB_WAIT_LOOK, cost, &mem); /* the static choice says look again */
+    assert_true(s.run.reactive.resumed);
+    assert_int_equal(s.run.reactive.mode, KB_WAIT_NUDGE);
+    assert_true(s.run.rank_wait.watch & KB_WATCH_YIELD);
+    assert_memory_equal(s.run.reactive.est, est, sizeof est);
+    sim_rounds(&s, 3000);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
+    assert_int_equal(s.run.reactive.switches, 0);
+}
+
+static void test_a_resumed_spawn_does_not_try_again_at_once_what_lost_before(void **state)
+{
+    (void)state;
+    static const uint64_t cost[KB_WAIT_MODES] = {9000, 2000, 6000, 0};
+    struct kb_wait_memory mem;
+    memset(&mem, 0, sizeof mem);
+    struct sim s;
+    sim_start_on(&s, 8, KB_WAIT_LOOK, cost, &mem);
+    sim_rounds(&s, 20000); /* nudge and sleep lost several times: backed off */
+    kb__wait_reactive_save(&s.run, &mem);
+    struct sim fresh;
+    sim_start(&fresh, 8, KB_WAIT_LOOK, cost);
+    sim_start_on(&s, 8, KB_WAIT_LOOK, cost, &mem);
+    sim_rounds(&fresh, 2000);
+    sim_rounds(&s, 2000);
+    print_message("tries in 2000 rounds: fresh %llu, resumed %llu\n",
+                  (unsigned long long)fresh.run.reactive.probes, (unsigned long long)s.run.reactive.probes);
+    assert_true(fresh.run.reactive.probes >= 2);
+    assert_int_equal(s.run.reactive.probes, 0);
+    assert_true(s.off_home < fresh.off_home);
+}
+
+static void test_a_resumed_mode_that_got_slower_is_left_for_a_faster_one(void **state)
+{
+    (void)state;
+    struct kb_wait_memory mem;
+    memset(&mem, 0, sizeof mem);
+    struct sim s;
+    sim_start_on(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 3000, 0}, &mem);
+    sim_rounds(&s, 200000);
+    kb__wait_reactive_save(&s.run, &mem);
+    /* the next spawn runs beside a hog: looking costs 4x */
+    sim_start_on(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 8000, 3000, 0}, &mem);
+    assert_int_equal(s.run.reactive.mode, KB_WAIT_LOOK);
+    while (s.run.reactive.home == KB_WAIT_LOOK && s.run.counters.handoffs < 1000000)
+        sim_rounds(&s, 1);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
+    assert_true(s.run.counters.handoffs < 40 * WINDOW);
+}
+
+static void test_a_spawn_of_another_shape_starts_from_the_choice_it_is_given(void **state)
+{
+    (void)state;
+    static const uint64_t cost[KB_WAIT_MODES] = {9000, 5000, 2500, 0};
+    struct kb_wait_memory mem;
+    memset(&mem, 0, sizeof mem);
+    struct sim s;
+    sim_start_on(&s, 8, KB_WAIT_LOOK, cost, &mem);
+    sim_rounds(&s, 3000);
+    kb__wait_reactive_save(&s.run, &mem);
+    sim_start_on(&s, 9, KB_WAIT_LOOK, cost, &mem);
+    assert_false(s.run.reactive.resumed);
+    assert_int_equal(s.run.reactive.mode, KB_WAIT_LOOK);
+    for (int m = 0; m < KB_WAIT_MODES; m++)
+        assert_int_equal(s.run.reactive.est[m], 0);
+}
+
+static void test_a_spawn_that_measured_nothing_leaves_the_memory_as_it_was(void **state)
+{
+    (void)state;
+    struct kb_wait_memory mem, before;
+    memset(&mem, 0, sizeof mem);
+    struct sim s;
+    sim_start_on(&s, 4096, KB_WAIT_NUDGE, (uint64_t[]){1000, 1000, 100, 0}, &mem);
+    sim_rounds(&s, 0); /* returned at once */
+    memcpy(&before, &mem, sizeof mem);
+    kb__wait_reactive_save(&s.run, &mem);
+    assert_memory_equal(&mem, &before, sizeof mem);
+}
+
+static void test_the_memory_keeps_four_shapes_and_replaces_the_least_recently_used(void **state)
+{
+    (void)state;
+    static const uint64_t cost[KB_WAIT_MODES] = {9000, 5000, 2500, 0};
+    struct kb_wait_memory mem;
+    memset(&mem, 0, sizeof mem);
+    struct sim s;
+    for (int n = 2; n <= 5; n++) { /* four shapes, then 2 again: 3 is now the least recent */
+        sim_start_on(&s, n, KB_WAIT_LOOK, cost, &mem);
+        sim_rounds(&s, 2000);
+        kb__wait_reactive_save(&s.run, &mem);
+    }
+    sim_start_on(&s, 2, KB_WAIT_LOOK, cost, &mem);
+    assert_true(s.run.reactive.resumed);
+    sim_rounds(&s, 2000);
+    kb__wait_reactive_save(&s.run, &mem);
+    sim_start_on(&s, 6, KB_WAIT_LOOK, cost, &mem); /* a fifth shape */
+    assert_false(s.run.reactive.resumed);
+    sim_rounds(&s, 2000);
+    kb__wait_reactive_save(&s.run, &mem);
+    for (int n = 2; n <= 6; n++) {
+        sim_start_on(&s, n, KB_WAIT_LOOK, cost, &mem);
+        assert_int_equal(s.run.reactive.resumed, n != 3);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +467,13 @@ int main(void)
         cmocka_unit_test(test_cycle_moves_to_the_next_mode_at_every_round_boundary),
         cmocka_unit_test(test_each_mode_has_its_budget),
         cmocka_unit_test(test_wait_mode_names),
+        cmocka_unit_test(test_the_settling_round_after_a_try_counts_as_the_trys_time),
+        cmocka_unit_test(test_a_spawn_of_a_remembered_shape_starts_in_the_mode_the_last_one_ended_in),
+        cmocka_unit_test(test_a_resumed_spawn_does_not_try_again_at_once_what_lost_before),
+        cmocka_unit_test(test_a_resumed_mode_that_got_slower_is_left_for_a_faster_one),
+        cmocka_unit_test(test_a_spawn_of_another_shape_starts_from_the_choice_it_is_given),
+        cmocka_unit_test(test_a_spawn_that_measured_nothing_leaves_the_memory_as_it_was),
+        cmocka_unit_test(test_the_memory_keeps_four_shapes_and_replaces_the_least_recently_used),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

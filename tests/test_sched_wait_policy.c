@@ -46,16 +46,24 @@ static int record_and_yield(int rank, void *arg)
     return 0;
 }
 
-static kb_spawn_stats spawn_traced(int nprocs, int yields, int affinity, struct trace *t)
+/* A spawn of nprocs ranks yielding `yields` times each on ctx. */
+static kb_spawn_stats spawn_on(kb_ctx *ctx, int nprocs, int yields, int affinity, struct trace *t)
 {
-    kb_ctx *ctx;
-    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
     kb_spawn_stats st;
     memset(&st, 0, sizeof st);
     kb_spawn_opts o = {.stats = &st, .affinity = affinity};
     memset(t, 0, sizeof *t);
     t->yields = yields;
     assert_int_equal(kb_spawn(ctx, record_and_yield, t, nprocs, &o, NULL), 0);
+    return st;
+}
+
+/* The same on a fresh ctx. */
+static kb_spawn_stats spawn_traced(int nprocs, int yields, int affinity, struct trace *t)
+{
+    kb_ctx *ctx;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    kb_spawn_stats st = spawn_on(ctx, nprocs, yields, affinity, t);
     kb_ctx_destroy(ctx);
     return st;
 }
@@ -189,6 +197,76 @@ static void test_a_short_spawn_keeps_the_static_choice(void **state)
     free(t);
 }
 
+/* A second spawn of the same shape on a ctx, too short to measure
+ * anything itself (fewer handoffs than one window), reports exactly what
+ * the first one ended with: it started there. */
+static void test_a_ctx_starts_its_next_spawn_of_a_shape_where_the_last_one_ended(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return; /* nothing is steered there (the first test checks it) */
+    unsetenv("KB_WAIT_POLICY");
+    struct trace *t = malloc(sizeof *t);
+    kb_ctx *ctx;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    kb_spawn_stats first = spawn_on(ctx, 4, 4000, 0, t);
+    assert_true(first.wait_ns[first.wait_mode] > 0);
+    kb_spawn_stats next = spawn_on(ctx, 4, 3, 0, t);
+    assert_round_robin(t, 4);
+    assert_int_equal(next.wait_reactive, 1);
+    assert_int_equal(next.wait_mode, first.wait_mode);
+    assert_int_equal(next.wait_switches + next.wait_probes, 0);
+    assert_memory_equal(next.wait_ns, first.wait_ns, sizeof next.wait_ns);
+    kb_ctx_destroy(ctx);
+    free(t);
+}
+
+static void test_a_spawn_of_another_shape_or_on_another_ctx_starts_afresh(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    unsetenv("KB_WAIT_POLICY");
+    struct trace *t = malloc(sizeof *t);
+    kb_ctx *ctx;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    kb_spawn_stats first = spawn_on(ctx, 4, 4000, 0, t);
+    assert_true(first.wait_ns[first.wait_mode] > 0);
+    kb_spawn_stats other = spawn_on(ctx, 5, 3, 0, t);
+    kb_spawn_stats fresh = spawn_traced(4, 3, 0, t);
+    for (int m = 0; m < KB_WAIT_MODES; m++) {
+        assert_int_equal(other.wait_ns[m], 0);
+        assert_int_equal(fresh.wait_ns[m], 0);
+    }
+    assert_int_equal(other.wait_mode, KB_WAIT_LOOK); /* the static choice for 5 ranks on any CPUs */
+    kb_ctx_destroy(ctx);
+    free(t);
+}
+
+/* A spawn that is not steered (KB_WAIT_POLICY forcing a mode or the
+ * static choice) neither uses nor overwrites what the ctx remembers. */
+static void test_a_forced_spawn_leaves_what_the_ctx_remembers(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    unsetenv("KB_WAIT_POLICY");
+    struct trace *t = malloc(sizeof *t);
+    kb_ctx *ctx;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    kb_spawn_stats first = spawn_on(ctx, 4, 4000, 0, t);
+    setenv("KB_WAIT_POLICY", "static", 1);
+    kb_spawn_stats forced = spawn_on(ctx, 4, 4000, 0, t);
+    assert_int_equal(forced.wait_reactive, 0);
+    assert_int_equal(forced.wait_ns[KB_WAIT_LOOK], 0);
+    unsetenv("KB_WAIT_POLICY");
+    kb_spawn_stats next = spawn_on(ctx, 4, 3, 0, t);
+    assert_int_equal(next.wait_mode, first.wait_mode);
+    assert_memory_equal(next.wait_ns, first.wait_ns, sizeof next.wait_ns);
+    kb_ctx_destroy(ctx);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +276,10 @@ int main(void)
         cmocka_unit_test_teardown(test_cycle_changes_the_mode_every_round_and_keeps_the_order, teardown),
         cmocka_unit_test_teardown(test_affinity_options_report_the_mode_they_imply, teardown),
         cmocka_unit_test_teardown(test_a_short_spawn_keeps_the_static_choice, teardown),
+        cmocka_unit_test_teardown(test_a_ctx_starts_its_next_spawn_of_a_shape_where_the_last_one_ended,
+                                  teardown),
+        cmocka_unit_test_teardown(test_a_spawn_of_another_shape_or_on_another_ctx_starts_afresh, teardown),
+        cmocka_unit_test_teardown(test_a_forced_spawn_leaves_what_the_ctx_remembers, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

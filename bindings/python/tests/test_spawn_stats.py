@@ -89,3 +89,19 @@ def test_last_stats_covers_a_failed_spawn():
     st = ctx.last_stats
     assert st is not None and st.rounds == 4  # rank 1 failed in round 4
     ctx.close()
+
+
+def test_a_contexts_next_spawn_of_the_same_nprocs_starts_where_the_last_one_ended(monkeypatch):
+    monkeypatch.delenv("KB_WAIT_POLICY", raising=False)
+    ctx = kbthreads.Context()
+    ctx.spawn(yields, (3000,), nprocs=4)
+    first = ctx.last_stats
+    ctx.spawn(yields, (2,), nprocs=4)  # too short to measure anything itself
+    nxt = ctx.last_stats
+    ctx.spawn(yields, (2,), nprocs=3)  # another shape: from the count-based choice
+    other = ctx.last_stats
+    ctx.close()
+    assert first is not None and nxt is not None and other is not None
+    assert (nxt.wait_mode, nxt.wait_ns, nxt.wait_probes) == (first.wait_mode, first.wait_ns, 0)
+    assert first.wait_ns[first.wait_mode] > 0
+    assert set(other.wait_ns.values()) == {0}
