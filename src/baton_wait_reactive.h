@@ -41,8 +41,8 @@ struct kb_wait_shape {
     int home;         /* the mode chosen at the end */
     uint64_t est[KB_WAIT_MODES];
     unsigned backoff[KB_WAIT_MODES];
-    uint64_t
-        due[KB_WAIT_MODES]; /* handoffs before the mode may be tried, counted from the next spawn's start */
+    /* handoffs before the mode may be tried, counted from the next spawn's start */
+    uint64_t due[KB_WAIT_MODES];
     uint64_t est_at_choice;
     uint64_t elapsed_ns, probe_ns; /* measured time at this shape, and the tries' part of it */
 };

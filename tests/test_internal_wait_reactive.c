@@ -331,6 +331,16 @@ static void test_the_settling_round_after_a_try_counts_as_the_trys_time(void **s
 
 /* ---- what a ctx remembers between spawns ---------------------------------------- */
 
+/* A spawn of nprocs ranks from look, run for `rounds` rounds at these
+ * costs, its run saved in mem as kb__run_destroy saves it; s holds it. */
+static void learn(struct sim *s, struct kb_wait_memory *mem, int nprocs, const uint64_t cost[KB_WAIT_MODES],
+                  long rounds)
+{
+    sim_start_on(s, nprocs, KB_WAIT_LOOK, cost, mem);
+    sim_rounds(s, rounds);
+    kb__wait_reactive_save(&s->run, mem);
+}
+
 static void test_a_spawn_of_a_remembered_shape_starts_in_the_mode_the_last_one_ended_in(void **state)
 {
     (void)state;
@@ -338,10 +348,8 @@ static void test_a_spawn_of_a_remembered_shape_starts_in_the_mode_the_last_one_e
     struct kb_wait_memory mem;
     memset(&mem, 0, sizeof mem);
     struct sim s;
-    sim_start_on(&s, 8, KB_WAIT_LOOK, cost, &mem);
-    sim_rounds(&s, 3000);
+    learn(&s, &mem, 8, cost, 3000);
     assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
-    kb__wait_reactive_save(&s.run, &mem);
     uint64_t est[KB_WAIT_MODES];
     memcpy(est, s.run.reactive.est, sizeof est);
 
@@ -362,9 +370,7 @@ static void test_a_resumed_spawn_does_not_try_again_at_once_what_lost_before(voi
     struct kb_wait_memory mem;
     memset(&mem, 0, sizeof mem);
     struct sim s;
-    sim_start_on(&s, 8, KB_WAIT_LOOK, cost, &mem);
-    sim_rounds(&s, 20000); /* nudge and sleep lost several times: backed off */
-    kb__wait_reactive_save(&s.run, &mem);
+    learn(&s, &mem, 8, cost, 20000); /* nudge and sleep lost several times: backed off */
     struct sim fresh;
     sim_start(&fresh, 8, KB_WAIT_LOOK, cost);
     sim_start_on(&s, 8, KB_WAIT_LOOK, cost, &mem);
@@ -383,9 +389,7 @@ static void test_a_resumed_mode_that_got_slower_is_left_for_a_faster_one(void **
     struct kb_wait_memory mem;
     memset(&mem, 0, sizeof mem);
     struct sim s;
-    sim_start_on(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 3000, 0}, &mem);
-    sim_rounds(&s, 200000);
-    kb__wait_reactive_save(&s.run, &mem);
+    learn(&s, &mem, 8, (uint64_t[]){9000, 2000, 3000, 0}, 200000);
     /* the next spawn runs beside a hog: looking costs 4x */
     sim_start_on(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 8000, 3000, 0}, &mem);
     assert_int_equal(s.run.reactive.mode, KB_WAIT_LOOK);
@@ -402,9 +406,7 @@ static void test_a_spawn_of_another_shape_starts_from_the_choice_it_is_given(voi
     struct kb_wait_memory mem;
     memset(&mem, 0, sizeof mem);
     struct sim s;
-    sim_start_on(&s, 8, KB_WAIT_LOOK, cost, &mem);
-    sim_rounds(&s, 3000);
-    kb__wait_reactive_save(&s.run, &mem);
+    learn(&s, &mem, 8, cost, 3000);
     sim_start_on(&s, 9, KB_WAIT_LOOK, cost, &mem);
     assert_false(s.run.reactive.resumed);
     assert_int_equal(s.run.reactive.mode, KB_WAIT_LOOK);
@@ -433,18 +435,14 @@ static void test_the_memory_keeps_four_shapes_and_replaces_the_least_recently_us
     memset(&mem, 0, sizeof mem);
     struct sim s;
     for (int n = 2; n <= 5; n++) { /* four shapes, then 2 again: 3 is now the least recent */
-        sim_start_on(&s, n, KB_WAIT_LOOK, cost, &mem);
-        sim_rounds(&s, 2000);
-        kb__wait_reactive_save(&s.run, &mem);
+        learn(&s, &mem, n, cost, 2000);
     }
     sim_start_on(&s, 2, KB_WAIT_LOOK, cost, &mem);
     assert_true(s.run.reactive.resumed);
     sim_rounds(&s, 2000);
     kb__wait_reactive_save(&s.run, &mem);
-    sim_start_on(&s, 6, KB_WAIT_LOOK, cost, &mem); /* a fifth shape */
+    learn(&s, &mem, 6, cost, 2000); /* a fifth shape */
     assert_false(s.run.reactive.resumed);
-    sim_rounds(&s, 2000);
-    kb__wait_reactive_save(&s.run, &mem);
     for (int n = 2; n <= 6; n++) {
         sim_start_on(&s, n, KB_WAIT_LOOK, cost, &mem);
         assert_int_equal(s.run.reactive.resumed, n != 3);

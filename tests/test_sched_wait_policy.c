@@ -197,6 +197,18 @@ static void test_a_short_spawn_keeps_the_static_choice(void **state)
     free(t);
 }
 
+/* A ctx whose reactive spawn of 4 ranks (16 000 handoffs) measured its
+ * mode; *first gets that spawn's stats. */
+static kb_ctx *ctx_that_learnt(struct trace *t, kb_spawn_stats *first)
+{
+    unsetenv("KB_WAIT_POLICY");
+    kb_ctx *ctx;
+    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
+    *first = spawn_on(ctx, 4, 4000, 0, t);
+    assert_true(first->wait_ns[first->wait_mode] > 0);
+    return ctx;
+}
+
 /* A second spawn of the same shape on a ctx, too short to measure
  * anything itself (fewer handoffs than one window), reports exactly what
  * the first one ended with: it started there. */
@@ -205,12 +217,9 @@ static void test_a_ctx_starts_its_next_spawn_of_a_shape_where_the_last_one_ended
     (void)state;
     if (UNDER_VALGRIND)
         return; /* nothing is steered there (the first test checks it) */
-    unsetenv("KB_WAIT_POLICY");
     struct trace *t = malloc(sizeof *t);
-    kb_ctx *ctx;
-    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
-    kb_spawn_stats first = spawn_on(ctx, 4, 4000, 0, t);
-    assert_true(first.wait_ns[first.wait_mode] > 0);
+    kb_spawn_stats first;
+    kb_ctx *ctx = ctx_that_learnt(t, &first);
     kb_spawn_stats next = spawn_on(ctx, 4, 3, 0, t);
     assert_round_robin(t, 4);
     assert_int_equal(next.wait_reactive, 1);
@@ -226,12 +235,9 @@ static void test_a_spawn_of_another_shape_or_on_another_ctx_starts_afresh(void *
     (void)state;
     if (UNDER_VALGRIND)
         return;
-    unsetenv("KB_WAIT_POLICY");
     struct trace *t = malloc(sizeof *t);
-    kb_ctx *ctx;
-    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
-    kb_spawn_stats first = spawn_on(ctx, 4, 4000, 0, t);
-    assert_true(first.wait_ns[first.wait_mode] > 0);
+    kb_spawn_stats first;
+    kb_ctx *ctx = ctx_that_learnt(t, &first);
     kb_spawn_stats other = spawn_on(ctx, 5, 3, 0, t);
     kb_spawn_stats fresh = spawn_traced(4, 3, 0, t);
     for (int m = 0; m < KB_WAIT_MODES; m++) {
@@ -250,11 +256,9 @@ static void test_a_forced_spawn_leaves_what_the_ctx_remembers(void **state)
     (void)state;
     if (UNDER_VALGRIND)
         return;
-    unsetenv("KB_WAIT_POLICY");
     struct trace *t = malloc(sizeof *t);
-    kb_ctx *ctx;
-    assert_int_equal(kb_ctx_create(NULL, &ctx), 0);
-    kb_spawn_stats first = spawn_on(ctx, 4, 4000, 0, t);
+    kb_spawn_stats first;
+    kb_ctx *ctx = ctx_that_learnt(t, &first);
     setenv("KB_WAIT_POLICY", "static", 1);
     kb_spawn_stats forced = spawn_on(ctx, 4, 4000, 0, t);
     assert_int_equal(forced.wait_reactive, 0);
