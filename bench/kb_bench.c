@@ -27,7 +27,8 @@
  * shape with kb_spawn_opts.stats (which times every turn, so it is not
  * timed itself) and reports the wait mode it ended in and the reactive
  * policy's estimates (ns per handoff, 0 = not measured):
- * KBI,wait_end,<mode>:<reactive>:<switches>:<probes>:sleep=<ns>/look=<ns>/nudge=<ns>/spin=<ns>.
+ * KBI,wait_end,<mode>:<reactive>:<switches>:<probes>:sleep=<ns>/look=<ns>/nudge=<ns>/spin=<ns>:seats=<n>
+ * (seats: kb_spawn_stats.wait_seats).
  *
  * Timing of the loops: every rank makes one warm-up call (its first turn
  * also starts its thread's function), stamps the clock, makes M calls and
@@ -212,6 +213,8 @@ static void report_wait_end(struct loop_arg *a, const struct bench_opts *o, kb_s
     for (int m = 0; m < KB_WAIT_MODES && len > 0 && (size_t)len < sizeof buf; m++)
         len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%s=%llu", m ? "/" : "", kb_wait_mode_name(m),
                         (unsigned long long)st.wait_ns[m]);
+    if (len > 0 && (size_t)len < sizeof buf)
+        snprintf(buf + len, sizeof buf - (size_t)len, ":seats=%llu", (unsigned long long)st.wait_seats);
     bench_info("wait_end", buf);
 #endif
 }

@@ -61,6 +61,7 @@
 
 #include "baton_wait_reactive.h"
 #include "ctx.h"
+#include "rank_seat.h"
 #include "run.h"
 #include "system.h"
 #ifdef KB_HAVE_VALGRIND_H
@@ -245,6 +246,7 @@ static void default_affinity(struct kb_run *run, int valgrind)
 
 void kb__wait_policy_resolve(struct kb_run *run)
 {
+    kb__seat_resolve(run);
     memset(&run->rank_wait, 0, sizeof run->rank_wait);
     memset(&run->reactive, 0, sizeof run->reactive);
     run->park_look_ns = 0;
@@ -268,4 +270,8 @@ void kb__wait_policy_resolve(struct kb_run *run)
     }
     if (run->rank_wait.watch)
         run->reactive.nudged = 1;
+    /* A fixed choice with nudges seats its ranks once (the reactive policy
+     * asks whenever it moves to nudges: baton_wait_reactive.c). */
+    if (run->rank_wait.watch && !run->reactive.active)
+        kb__seat_arm(run);
 }

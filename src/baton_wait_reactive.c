@@ -41,6 +41,7 @@
 
 #include "baton_wait_policy.h"
 #include "clock.h"
+#include "rank_seat.h"
 #include "run.h"
 
 #define WINDOW_HANDOFFS 256u
@@ -60,10 +61,17 @@
 #define HYSTERESIS_NUM 7u
 #define HYSTERESIS_DEN 8u
 /* est[home] grown by half since it was chosen: the load changed. */
-#define DEGRADE_NUM    3u
-#define DEGRADE_DEN    2u
-#define BACKOFF_GROWTH 4u
-#define BACKOFF_MAX    1024u
+#define DEGRADE_NUM 3u
+#define DEGRADE_DEN 2u
+/* No mode is tried while a round at home's rate lasts longer than this
+ * (eight of the 50 us looks): a try lasts at least a round, and at 512
+ * ranks on 2 CPUs (rounds of about a millisecond) one round of looking or
+ * of sleeping was measured to leave nudges 4-8x slower for the rest of
+ * the process, seated or not, where the try itself would have cost a few
+ * percent. Such runs keep the static choice. */
+#define TRY_ROUND_MAX_NS 400000u
+#define BACKOFF_GROWTH   4u
+#define BACKOFF_MAX      1024u
 
 enum phase {
     PH_SETTLE, /* the round after rank_wait changed: not measured */
@@ -75,11 +83,16 @@ static void set_mode(struct kb_run *run, int mode)
 {
     struct kb_wait_reactive *r = &run->reactive;
     r->mode = mode;
+    unsigned had_watch = run->rank_wait.watch;
     /* The plain modes: where the static choice's short spin before looking
      * pays (n = c, no drain between turns), the spin candidate shows it. */
     run->rank_wait = kb__wait_mode_budget(mode, r->nprocs, r->ncpu, 0);
     if (run->rank_wait.watch)
         r->nudged = 1;
+    /* A stretch of nudging begins (the spawn's, or after another mode,
+     * whose ranks the kernel may have moved anywhere): seat the ranks. */
+    if (run->rank_wait.watch && !had_watch)
+        kb__seat_arm(run);
 }
 
 static void open_window(struct kb_wait_reactive *r, enum phase ph, uint64_t now, uint64_t h)
@@ -105,12 +118,13 @@ static void settle(struct kb_wait_reactive *r, uint64_t h)
  * rounds (the settling one and at least one measured), at home's cost, are
  * within their share of the time. So tries take at most 1/PROBE_SHARE of
  * the time, plus what one try exceeds two rounds of home by; with many
- * ranks, where a round is long, the first comes later. */
+ * ranks, where a round is long, the first comes later, and none while a
+ * round lasts more than TRY_ROUND_MAX_NS. */
 static int due_probe(const struct kb_run *run, uint64_t now, uint64_t h)
 {
     const struct kb_wait_reactive *r = &run->reactive;
-    uint64_t rounds = 2 * ((uint64_t)run->nlive + 1) * r->est[r->home];
-    if ((r->probe_ns + rounds) * PROBE_SHARE > now - r->t_start + r->prior_ns)
+    uint64_t round = ((uint64_t)run->nlive + 1) * r->est[r->home];
+    if (round > TRY_ROUND_MAX_NS || (r->probe_ns + 2 * round) * PROBE_SHARE > now - r->t_start + r->prior_ns)
         return -1;
     int best = -1;
     for (int i = 0; i < r->ncand; i++) {

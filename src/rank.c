@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "crash.h"
+#include "rank_seat.h"
 #include "round_loop.h"
 #include "run.h"
 #include "system.h"
@@ -85,6 +86,7 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
      * own slot (this rank is live, so its record stays). The nudge comes
      * after the post so that it costs the next holder nothing. */
     struct kb_wait_budget wait;
+    kb__seat_rank(rk); /* before the post: where it sleeps decides where it wakes */
     nudge_ahead(rk->w, pass_on(rk, &wait));
     kb__slot_wait_budget(&rk->w->slot, &wait);
     kb__turn_begin(rk);

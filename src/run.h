@@ -73,7 +73,8 @@ struct kb_rank {
     int failed;    /* a failure of this rank is in run->failure.errors */
     int susp;      /* enum kb_susp: where it last suspended */
     kb_handle susp_handle;
-    pid_t tid; /* its worker's kernel thread id (debuggers) */
+    pid_t tid;           /* its worker's kernel thread id (debuggers) */
+    unsigned seat_epoch; /* (B) the run's seat.epoch when it last seated itself */
     /* with run->opt.observe: the current turn's start (wall and CPU time) */
     uint64_t turn_start_ns;
     uint64_t turn_cpu_ns;
@@ -142,10 +143,17 @@ struct kb_run {
     struct kb_wait_budget rank_wait;
     unsigned park_look_ns;
     struct kb_wait_reactive reactive; /* (B) baton_wait_reactive.h */
-    pid_t driver_tid;                 /* the thread driving now or last (debuggers) */
-    struct kb_run_options opt;        /* fixed once created; spawn_options.h */
-    struct kb_run_files files;        /* run_files.h */
-    struct kb_watch_stamps watch;     /* watchdog.h */
+    /* Seating (rank_seat.h), (B): the CPUs even and odd ranks are seated
+     * on (-1: the run seats none), and the seatings asked for so far: a
+     * rank whose seat_epoch differs seats itself at its next suspension. */
+    struct {
+        int cpu[2];
+        unsigned epoch;
+    } seat;
+    pid_t driver_tid;             /* the thread driving now or last (debuggers) */
+    struct kb_run_options opt;    /* fixed once created; spawn_options.h */
+    struct kb_run_files files;    /* run_files.h */
+    struct kb_watch_stamps watch; /* watchdog.h */
     /* the registry of live runs (registry.c), under its lock */
     struct {
         struct kb_run *prev, *next;

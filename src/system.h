@@ -43,6 +43,14 @@ int kb__sys_pin_self(int cpu);
  * their number. kb__sys_mask_count(m) first tells how many. */
 int kb__sys_mask_count(const struct kb_cpumask *m);
 int kb__sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap);
+/* Move the calling thread onto cpu and leave its affinity as it was:
+ * pin it there (the kernel migrates a running thread before the call
+ * returns), then set the mask it had back, so it stays there until the
+ * scheduler moves it and no code finds it confined. 0; -1 when it could
+ * not be moved (cpu not allowed, no affinity: nothing changed). If the old
+ * mask cannot be set back (a cpuset shrank meanwhile), every CPU the
+ * system allows is set instead: never left pinned. */
+int kb__sys_seat_self(int cpu);
 /* The CPU the calling thread runs on, 0 if unknown. */
 int kb__sys_current_cpu(void);
 /* Write the calling thread's backtrace to fd, or a line saying there is

@@ -44,6 +44,26 @@ int kb__sys_pin_self(int cpu)
     return kb__sys_set_affinity(&one);
 }
 
+int kb__sys_seat_self(int cpu)
+{
+    struct kb_cpumask was;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || kb__sys_get_affinity(&was) != 0 || !CPU_ISSET(cpu, &was.set))
+        return -1;
+    if (sched_getcpu() == cpu)
+        return 0; /* there already: two system calls saved */
+    if (kb__sys_pin_self(cpu) != 0)
+        return -1;
+    if (kb__sys_set_affinity(&was) != 0) {
+        /* The kernel keeps what the cpuset allows of a mask. */
+        struct kb_cpumask any;
+        CPU_ZERO(&any.set);
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            CPU_SET(c, &any.set);
+        kb__sys_set_affinity(&any);
+    }
+    return 0;
+}
+
 int kb__sys_mask_count(const struct kb_cpumask *m)
 {
     return CPU_COUNT(&m->set);

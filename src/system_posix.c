@@ -38,6 +38,12 @@ int kb__sys_pin_self(int cpu)
     return -1;
 }
 
+int kb__sys_seat_self(int cpu)
+{
+    (void)cpu;
+    return -1;
+}
+
 int kb__sys_mask_count(const struct kb_cpumask *m)
 {
     (void)m;

@@ -106,6 +106,44 @@ static void test_affinity_round_trips_and_pins_or_fails(void **state)
 #endif
 }
 
+/* Seating: the thread is moved onto the CPU (seen there right after, in
+ * one of a few attempts: unpinned, the kernel may move it again at any
+ * time) and its affinity mask is what it was; a CPU it may not use
+ * changes nothing. */
+static void test_seating_moves_the_thread_and_leaves_its_affinity(void **state)
+{
+    (void)state;
+    struct kb_cpumask before, after;
+    int cpus[1024];
+#ifdef KB_HAVE_AFFINITY
+    assert_int_equal(kb__sys_get_affinity(&before), 0);
+    int n = kb__sys_mask_cpus(&before, cpus, 1024);
+    int seen = 0;
+    for (int k = 0; k < 10 && !seen; k++) {
+        int cpu = cpus[(k + 1) % n]; /* another one than last time when there are two */
+        assert_int_equal(kb__sys_seat_self(cpu), 0);
+        seen = kb__sys_current_cpu() == cpu;
+        assert_int_equal(kb__sys_get_affinity(&after), 0);
+        assert_memory_equal(&after, &before, sizeof before);
+    }
+    assert_true(seen);
+    assert_int_equal(kb__sys_seat_self(CPU_SETSIZE + 1), -1);
+    assert_int_equal(kb__sys_seat_self(-1), -1);
+    int outside = 0;
+    while (outside < CPU_SETSIZE && CPU_ISSET(outside, &before.set))
+        outside++;
+    if (outside < CPU_SETSIZE)
+        assert_int_equal(kb__sys_seat_self(outside), -1);
+    assert_int_equal(kb__sys_get_affinity(&after), 0);
+    assert_memory_equal(&after, &before, sizeof before);
+#else
+    (void)before;
+    (void)after;
+    (void)cpus;
+    assert_int_equal(kb__sys_seat_self(0), -1);
+#endif
+}
+
 static void test_backtrace_names_frames_or_says_there_is_none(void **state)
 {
     (void)state;
@@ -125,6 +163,7 @@ int main(void)
         cmocka_unit_test(test_thread_id_is_the_kernel_one_or_zero),
         cmocka_unit_test(test_naming_cuts_to_fifteen_bytes_or_leaves_the_name),
         cmocka_unit_test(test_affinity_round_trips_and_pins_or_fails),
+        cmocka_unit_test(test_seating_moves_the_thread_and_leaves_its_affinity),
         cmocka_unit_test(test_backtrace_names_frames_or_says_there_is_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -127,19 +127,34 @@ static void test_tries_take_at_most_a_thirty_second_of_the_time(void **state)
 {
     (void)state;
     for (int n = 1; n <= 512; n *= 8) {
-        struct sim s;
-        sim_start(&s, n, KB_WAIT_LOOK, (uint64_t[]){3000, 2000, 2100, 0});
+        struct sim s; /* rounds of at most 513 x 500 ns: tries are allowed */
+        sim_start(&s, n, KB_WAIT_LOOK, (uint64_t[]){750, 500, 525, 0});
         uint64_t t0 = s.now;
         for (int k = 0; k < 200; k++) {
             sim_rounds(&s, 500);
             /* The share is checked before each try, with a try's size at
              * home's cost: one try (its settling round, its window and the
              * round that crosses it, in the slowest mode) may overshoot. */
-            uint64_t one_try = (2 * (uint64_t)(n + 1) + TRY) * 3000;
+            uint64_t one_try = (2 * (uint64_t)(n + 1) + TRY) * 750;
             assert_true(s.try_ns <= (s.now - t0) / SHARE + one_try);
         }
         assert_true(s.run.reactive.probes > 0);
     }
+}
+
+static void test_no_mode_is_tried_while_a_round_lasts_more_than_400_us(void **state)
+{
+    (void)state;
+    struct sim s; /* 512 ranks at 800 ns per handoff: rounds of 410 us */
+    sim_start(&s, 512, KB_WAIT_NUDGE, (uint64_t[]){800, 100, 800, 0});
+    sim_rounds(&s, 2000);
+    assert_int_equal(s.run.reactive.probes, 0);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
+    /* The same ranks at 700 ns (rounds of 359 us) try look, and take it. */
+    sim_start(&s, 512, KB_WAIT_NUDGE, (uint64_t[]){700, 100, 700, 0});
+    sim_rounds(&s, 2000);
+    assert_true(s.run.reactive.probes > 0);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
 }
 
 static void test_a_try_of_a_much_slower_mode_is_cut_short(void **state)
@@ -457,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_it_keeps_its_mode_when_another_is_faster_by_less_than_an_eighth),
         cmocka_unit_test(test_a_spawn_too_short_to_measure_keeps_the_mode_it_started_in),
         cmocka_unit_test(test_tries_take_at_most_a_thirty_second_of_the_time),
+        cmocka_unit_test(test_no_mode_is_tried_while_a_round_lasts_more_than_400_us),
         cmocka_unit_test(test_a_try_of_a_much_slower_mode_is_cut_short),
         cmocka_unit_test(test_a_mode_that_lost_is_tried_less_and_less_often),
         cmocka_unit_test(test_a_mode_whose_tries_are_cut_short_backs_off_faster),

@@ -169,7 +169,7 @@ static PyMethodDef accel_methods[] = {
      "drain_handle, live, turn), the kb_spawn_error read and freed."},
     {"process_context_stats", accel_process_context_stats, METH_O,
      "process_context_stats(pc) -> (rounds, turns, handoffs, drains, engine_waits, collectives, wall_ns, "
-     "wait_mode, wait_reactive, wait_switches, wait_probes, wait_ns): kb_process_context_stats."},
+     "wait_mode, wait_reactive, wait_switches, wait_probes, wait_ns, wait_seats): kb_process_context_stats."},
     {"process_context_free", accel_process_context_free, METH_O, "kb_process_context_free(pc)."},
     {"set_frames_writer", accel_set_frames_writer, METH_VARARGS,
      "set_frames_writer(fd, signum): kb_set_frames_writer with the Python frames writer, which reads "

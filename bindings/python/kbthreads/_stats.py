@@ -3,7 +3,7 @@
 Context.last_stats."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ._loader import accel as _accel
 
@@ -17,8 +17,10 @@ class SpawnStats:
     policy chose it (the default; ``KB_WAIT_POLICY`` forces a fixed mode),
     ``wait_switches`` how often it changed its choice, ``wait_probes`` how
     often it tried another mode, and ``wait_ns`` its last estimate per mode
-    in wall nanoseconds per handoff (0: never measured). docs/design.md,
-    "the wait policy", says what is measured.
+    in wall nanoseconds per handoff (0: never measured). ``wait_seats``
+    counts the times a rank thread was moved onto its CPU when a stretch of
+    nudges began (its affinity left as it was). docs/design.md, "the wait
+    policy", says what is measured.
     """
 
     rounds: int
@@ -32,7 +34,8 @@ class SpawnStats:
     wait_reactive: bool
     wait_switches: int
     wait_probes: int
-    wait_ns: dict[str, int] = field(default_factory=dict)
+    wait_ns: dict[str, int]
+    wait_seats: int
 
 
 def read(pc: int) -> SpawnStats:

@@ -5,6 +5,7 @@ once it ended, Context.last_stats, and the wait policy's report in them
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
@@ -70,6 +71,24 @@ def test_kb_wait_policy_forces_the_reported_mode_and_nothing_is_measured(monkeyp
         st = pc.stats
     assert (st.wait_mode, st.wait_reactive, st.wait_switches, st.wait_probes) == (mode, False, 0, 0)
     assert set(st.wait_ns.values()) == {0}
+
+
+def test_a_spawn_with_nudges_reports_each_rank_seated_once(monkeypatch):
+    monkeypatch.setenv("KB_WAIT_POLICY", "nudge")
+    with kbthreads.spawn(yields, (50,), nprocs=8, join=False) as pc:
+        pc.join()
+        st = pc.stats
+    seats = 8 if st.wait_mode == "nudge" else 0  # one CPU: nothing to nudge onto
+    assert st.wait_seats == seats
+    assert len(os.sched_getaffinity(0)) < 2 or st.wait_mode == "nudge"
+
+
+def test_a_spawn_that_looks_seats_nobody(monkeypatch):
+    monkeypatch.setenv("KB_WAIT_POLICY", "look")
+    with kbthreads.spawn(yields, (50,), nprocs=8, join=False) as pc:
+        pc.join()
+        st = pc.stats
+    assert (st.wait_mode, st.wait_seats) == ("look", 0)
 
 
 def test_last_stats_is_none_before_the_first_spawn_and_kept_after_each():
