@@ -406,7 +406,8 @@ typedef struct kb_spawn_opts {
      *  KB_WAIT_POLICY=cycle, a test mode, moves to the next mode every
      *  round. None of them ever changes the order. With nudges (the mode
      *  where ranks outnumber CPUs) each rank thread, at its first
-     *  suspension of a stretch of nudging, moves itself onto one of two
+     *  suspension once nudges become the mode the run waits in (not
+     *  while the reactive policy only tries them), moves itself onto one of two
      *  alternating CPUs of the driver's (even ranks one, odd ranks the
      *  other) and at once sets its affinity back as it was: no thread is
      *  left confined, and rank code never sees its mask changed
@@ -575,7 +576,8 @@ typedef struct kb_spawn_stats {
      *  CPUs (even ranks on one, odd on the other) at a suspension, its
      *  affinity left as it was, when a stretch of nudging began (the
      *  spawn's start, or a switch to nudges) with the default affinity on
-     *  two or more CPUs; at most once per rank and stretch. 0 without
+     *  two or more CPUs (a try of nudges by the reactive policy is not
+     *  seated); at most once per rank and stretch. 0 without
      *  nudges, with an affinity option, on one CPU or where threads cannot
      *  be pinned (docs/design.md, "Seating"). */
     uint64_t wait_seats;

@@ -63,15 +63,16 @@
 /* est[home] grown by half since it was chosen: the load changed. */
 #define DEGRADE_NUM 3u
 #define DEGRADE_DEN 2u
-/* No mode is tried while a round at home's rate lasts longer than this
- * (eight of the 50 us looks): a try lasts at least a round, and at 512
- * ranks on 2 CPUs (rounds of about a millisecond) one round of looking or
- * of sleeping was measured to leave nudges 4-8x slower for the rest of
- * the process, seated or not, where the try itself would have cost a few
- * percent. Such runs keep the static choice. */
-#define TRY_ROUND_MAX_NS 400000u
-#define BACKOFF_GROWTH   4u
-#define BACKOFF_MAX      1024u
+/* No mode is tried where a round has more handoffs than a try (more
+ * than PROBE_HANDOFFS - 1 ranks): a try then lasts at least a round, and
+ * at 512 ranks on 2 CPUs a single round of looking or of sleeping was
+ * measured to leave nudges 4-8x slower for the rest of the process,
+ * seated or not. Such spawns keep the static choice. (A bound on a
+ * round's time instead kept 64 ranks beside another simulation, whose
+ * rounds are long because the machine is busy, from ever leaving nudges.) */
+#define TRY_RANKS_MAX  (PROBE_HANDOFFS - 1u)
+#define BACKOFF_GROWTH 4u
+#define BACKOFF_MAX    1024u
 
 enum phase {
     PH_SETTLE, /* the round after rank_wait changed: not measured */
@@ -89,9 +90,12 @@ static void set_mode(struct kb_run *run, int mode)
     run->rank_wait = kb__wait_mode_budget(mode, r->nprocs, r->ncpu, 0);
     if (run->rank_wait.watch)
         r->nudged = 1;
-    /* A stretch of nudging begins (the spawn's, or after another mode,
-     * whose ranks the kernel may have moved anywhere): seat the ranks. */
-    if (run->rank_wait.watch && !had_watch)
+    /* Nudges become home again (the spawn's start, or the end of a try of
+     * another mode, whose ranks the kernel may have moved anywhere): seat
+     * the ranks. A try of nudges is not seated: beside a CPU hog, seating
+     * half the ranks on the hog's CPU made the looks that followed a losing
+     * try 100x slower. */
+    if (run->rank_wait.watch && !had_watch && mode == r->home)
         kb__seat_arm(run);
 }
 
@@ -118,13 +122,14 @@ static void settle(struct kb_wait_reactive *r, uint64_t h)
  * rounds (the settling one and at least one measured), at home's cost, are
  * within their share of the time. So tries take at most 1/PROBE_SHARE of
  * the time, plus what one try exceeds two rounds of home by; with many
- * ranks, where a round is long, the first comes later, and none while a
- * round lasts more than TRY_ROUND_MAX_NS. */
+ * ranks, where a round is long, the first comes later, and there is none
+ * beyond TRY_RANKS_MAX ranks. */
 static int due_probe(const struct kb_run *run, uint64_t now, uint64_t h)
 {
     const struct kb_wait_reactive *r = &run->reactive;
     uint64_t round = ((uint64_t)run->nlive + 1) * r->est[r->home];
-    if (round > TRY_ROUND_MAX_NS || (r->probe_ns + 2 * round) * PROBE_SHARE > now - r->t_start + r->prior_ns)
+    if ((unsigned)r->nprocs > TRY_RANKS_MAX ||
+        (r->probe_ns + 2 * round) * PROBE_SHARE > now - r->t_start + r->prior_ns)
         return -1;
     int best = -1;
     for (int i = 0; i < r->ncand; i++) {
@@ -182,6 +187,8 @@ static void probe_round(struct kb_run *run, uint64_t now, uint64_t h)
     if (per * HYSTERESIS_DEN < home_ns * HYSTERESIS_NUM) {
         r->home = m;
         r->switches++;
+        if (run->rank_wait.watch)
+            kb__seat_arm(run); /* nudges won their try: now home, seated */
         r->est_at_choice = per;
         retry_soon(r, h + (uint64_t)BACKOFF_GROWTH * WINDOW_HANDOFFS);
     } else {
@@ -212,8 +219,8 @@ void kb__wait_reactive_step(struct kb_run *run, uint64_t now)
         int i = 0;
         while (i < r->ncand && r->cand[i] != r->mode)
             i++;
-        set_mode(run, r->cand[(i + 1) % r->ncand]);
-        r->home = r->mode;
+        r->home = r->cand[(i + 1) % r->ncand]; /* each mode is home for its round */
+        set_mode(run, r->home);
         r->switches++;
         r->next_check = h + 1;
         return;

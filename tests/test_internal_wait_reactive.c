@@ -126,35 +126,60 @@ static void test_a_spawn_too_short_to_measure_keeps_the_mode_it_started_in(void 
 static void test_tries_take_at_most_a_thirty_second_of_the_time(void **state)
 {
     (void)state;
-    for (int n = 1; n <= 512; n *= 8) {
-        struct sim s; /* rounds of at most 513 x 500 ns: tries are allowed */
-        sim_start(&s, n, KB_WAIT_LOOK, (uint64_t[]){750, 500, 525, 0});
+    for (int n = 1; n <= 64; n *= 8) {
+        struct sim s;
+        sim_start(&s, n, KB_WAIT_LOOK, (uint64_t[]){3000, 2000, 2100, 0});
         uint64_t t0 = s.now;
         for (int k = 0; k < 200; k++) {
             sim_rounds(&s, 500);
             /* The share is checked before each try, with a try's size at
              * home's cost: one try (its settling round, its window and the
              * round that crosses it, in the slowest mode) may overshoot. */
-            uint64_t one_try = (2 * (uint64_t)(n + 1) + TRY) * 750;
+            uint64_t one_try = (2 * (uint64_t)(n + 1) + TRY) * 3000;
             assert_true(s.try_ns <= (s.now - t0) / SHARE + one_try);
         }
         assert_true(s.run.reactive.probes > 0);
     }
 }
 
-static void test_no_mode_is_tried_while_a_round_lasts_more_than_400_us(void **state)
+static void test_no_mode_is_tried_where_a_round_is_longer_than_a_try(void **state)
 {
     (void)state;
-    struct sim s; /* 512 ranks at 800 ns per handoff: rounds of 410 us */
-    sim_start(&s, 512, KB_WAIT_NUDGE, (uint64_t[]){800, 100, 800, 0});
-    sim_rounds(&s, 2000);
+    struct sim s; /* 256 ranks: a round of 257 handoffs, a try 256 */
+    sim_start(&s, 256, KB_WAIT_NUDGE, (uint64_t[]){800, 100, 800, 0});
+    sim_rounds(&s, 3000);
     assert_int_equal(s.run.reactive.probes, 0);
     assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
-    /* The same ranks at 700 ns (rounds of 359 us) try look, and take it. */
-    sim_start(&s, 512, KB_WAIT_NUDGE, (uint64_t[]){700, 100, 700, 0});
-    sim_rounds(&s, 2000);
+    /* 255 ranks (rounds of 256 handoffs), however slow, try look and take it. */
+    sim_start(&s, 255, KB_WAIT_NUDGE, (uint64_t[]){8000, 1000, 8000, 0});
+    sim_rounds(&s, 3000);
     assert_true(s.run.reactive.probes > 0);
     assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
+}
+
+/* (A simulated run's seat CPUs are 0 and 0: kb__seat_arm counts.) */
+static void test_nudges_are_seated_when_they_become_home_not_when_tried(void **state)
+{
+    (void)state;
+    struct sim s; /* look home, nudge tried and losing: never seated */
+    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 5000, 0});
+    sim_rounds(&s, 3000);
+    assert_true(s.run.reactive.probes > 0);
+    assert_true(s.run.reactive.est[KB_WAIT_NUDGE] > 0);
+    assert_int_equal(s.run.seat.epoch, 0);
+    /* nudge tried and winning: seated once, when it becomes home */
+    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 5000, 2000, 0});
+    for (int k = 0; k < 3000 && s.run.reactive.home != KB_WAIT_NUDGE; k++)
+        sim_rounds(&s, 1);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
+    assert_int_equal(s.run.seat.epoch, 1);
+    /* nudge home from the start: seated then, and again after each try */
+    sim_start(&s, 64, KB_WAIT_NUDGE, (uint64_t[]){9000, 5000, 2000, 0});
+    assert_int_equal(s.run.seat.epoch, 1);
+    sim_rounds(&s, 3000);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
+    assert_true(s.run.reactive.probes > 0);
+    assert_int_equal(s.run.seat.epoch, 1 + s.run.reactive.probes);
 }
 
 static void test_a_try_of_a_much_slower_mode_is_cut_short(void **state)
@@ -472,7 +497,8 @@ int main(void)
         cmocka_unit_test(test_it_keeps_its_mode_when_another_is_faster_by_less_than_an_eighth),
         cmocka_unit_test(test_a_spawn_too_short_to_measure_keeps_the_mode_it_started_in),
         cmocka_unit_test(test_tries_take_at_most_a_thirty_second_of_the_time),
-        cmocka_unit_test(test_no_mode_is_tried_while_a_round_lasts_more_than_400_us),
+        cmocka_unit_test(test_no_mode_is_tried_where_a_round_is_longer_than_a_try),
+        cmocka_unit_test(test_nudges_are_seated_when_they_become_home_not_when_tried),
         cmocka_unit_test(test_a_try_of_a_much_slower_mode_is_cut_short),
         cmocka_unit_test(test_a_mode_that_lost_is_tried_less_and_less_often),
         cmocka_unit_test(test_a_mode_whose_tries_are_cut_short_backs_off_faster),

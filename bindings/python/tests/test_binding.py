@@ -760,28 +760,24 @@ def test_other_python_threads_run_while_ranks_wait_for_the_baton():
 def test_keyboard_interrupt_cancels_the_ranks():
     assert threading.current_thread() is threading.main_thread()
     log, workers = [], []
-    started = threading.Event()
 
     def fn(r):
         workers.append(kbthreads.getcurrent())
-        started.set()
         try:
-            for _ in range(2_000_000):
+            for i in range(2_000_000):
+                if r == 2 and i == 1000:
+                    # Ctrl-C while the spawn runs. Sent by a rank, not by a
+                    # thread of the test's own: such a thread had to win
+                    # the GIL from ranks that pass it on all the time, and
+                    # in one slow sitting never did before the spawn ended.
+                    os.kill(os.getpid(), signal.SIGINT)
                 kbthreads.yield_()
         finally:
             log.append(r)
 
-    def interrupt():
-        started.wait(10)
-        time.sleep(0.1)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    t = threading.Thread(target=interrupt)
-    t.start()
     ctx = kbthreads.Context()
     with pytest.raises(KeyboardInterrupt):
         ctx.multiprocessing.spawn(fn, nprocs=3)
-    t.join()
     assert log == [0, 1, 2] and all(w.dead for w in workers)
     ctx.multiprocessing.spawn(lambda r: None)  # the context is usable again
     ctx.close()
