@@ -95,9 +95,11 @@ static void test_a_spawn_with_nudges_seats_each_rank_once(void **state)
     setenv("KB_WAIT_POLICY", "nudge", 1);
     struct affinity_check c;
     kb_spawn_stats st = spawn_checked(8, 50, 0, &c);
-    int nudges = can_seat() && !UNDER_VALGRIND;
+    /* A forced nudge nudges wherever there is a second CPU to wake on
+     * (portable builds included, which cannot pin: they seat nobody). */
+    int nudges = usable_cpus() >= 2 && !UNDER_VALGRIND;
     assert_int_equal(st.wait_mode, nudges ? KB_WAIT_NUDGE : KB_WAIT_SLEEP);
-    assert_int_equal(st.wait_seats, nudges ? 8 : 0);
+    assert_int_equal(st.wait_seats, nudges && can_seat() ? 8 : 0);
 }
 
 static void test_seating_leaves_every_rank_thread_its_affinity(void **state)
