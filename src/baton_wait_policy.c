@@ -195,12 +195,17 @@ struct kb_wait_budget kb__wait_mode_budget(int mode, int nprocs, int ncpu, int c
  *   - spinning, only where every rank can have a CPU (a spinner on the CPU
  *     the next holder needs costs it a time slice). With as many ranks as
  *     CPUs the driver has none, which costs a loop that drains every round
- *     (its tries lose) but not one whose rounds leave the driver out:
- *     there the spin is what the static choice's short spin was for;
+ *     but not one whose rounds leave the driver out: there the spin is
+ *     what the static choice's short spin was for, and it is tried only
+ *     there (baton_wait_reactive.c: due_probe);
  *   - nudges, where the ranks outnumber the CPUs and there is a second CPU
  *     to wake on (with fewer ranks the rank after next has a CPU of its
  *     own, or is the waker itself);
- *   - sleeping, last: the best only on a busy machine.
+ *   - sleeping, last, and only where the ranks outnumber the CPUs: the
+ *     best only on a busy machine, and with no more ranks than CPUs it
+ *     lost to looking in every condition the bench measures (idle, beside
+ *     a CPU hog, beside another simulation), while its tries left the
+ *     looks that followed in a slower placement (docs/design.md).
  */
 static int candidates(int nprocs, int ncpu, int *cand)
 {
@@ -210,7 +215,8 @@ static int candidates(int nprocs, int ncpu, int *cand)
         cand[n++] = KB_WAIT_SPIN;
     if (ncpu >= 2 && nprocs > ncpu)
         cand[n++] = KB_WAIT_NUDGE;
-    cand[n++] = KB_WAIT_SLEEP;
+    if (nprocs > ncpu)
+        cand[n++] = KB_WAIT_SLEEP;
     return n;
 }
 

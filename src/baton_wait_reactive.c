@@ -90,24 +90,30 @@ static void set_mode(struct kb_run *run, int mode)
     run->rank_wait = kb__wait_mode_budget(mode, r->nprocs, r->ncpu, 0);
     if (run->rank_wait.watch)
         r->nudged = 1;
-    /* Nudges become home again (the spawn's start, or the end of a try of
-     * another mode, whose ranks the kernel may have moved anywhere): seat
-     * the ranks. A try of nudges is not seated: beside a CPU hog, seating
-     * half the ranks on the hog's CPU made the looks that followed a losing
-     * try 100x slower. */
-    if (run->rank_wait.watch && !had_watch && mode == r->home)
+    /* Every stretch of nudges starts seated (the spawn's start, a try, the
+     * end of a try of another mode: unseated, a try of nudges measures a
+     * placement that home would not have), and every stretch of another
+     * mode after nudges starts gathered on one CPU (seated ranks left half
+     * on a CPU hog's CPU made the looks that followed 100x slower). */
+    if (run->rank_wait.watch && !had_watch)
         kb__seat_arm(run);
+    else if (!run->rank_wait.watch && had_watch)
+        kb__seat_gather(run);
 }
 
-static void open_window(struct kb_wait_reactive *r, enum phase ph, uint64_t now, uint64_t h)
+static void open_window(struct kb_run *run, enum phase ph, uint64_t now, uint64_t h)
 {
+    struct kb_wait_reactive *r = &run->reactive;
+    r->d0 = run->counters.driver_drains;
     if (!r->t_start)
         r->t_start = now ? now : 1;
     r->phase = ph;
     r->t0 = now;
     r->h0 = h;
-    /* A try is looked at every round (to cut it short); home once per window. */
-    r->next_check = ph == PH_PROBE ? h + 1 : h + WINDOW_HANDOFFS;
+    /* A try is looked at every round (to cut it short); home once per
+     * window, of which a part may be banked from before a pause. */
+    r->next_check =
+        ph == PH_PROBE ? h + 1 : h + (r->bank_h < WINDOW_HANDOFFS ? WINDOW_HANDOFFS - r->bank_h : 1);
 }
 
 /* A round's worth of settling: the next round boundary opens a window. */
@@ -131,10 +137,17 @@ static int due_probe(const struct kb_run *run, uint64_t now, uint64_t h)
     if ((unsigned)r->nprocs > TRY_RANKS_MAX ||
         (r->probe_ns + 2 * round) * PROBE_SHARE > now - r->t_start + r->prior_ns)
         return -1;
+    /* With as many ranks as CPUs a spinner holds the CPU a draining driver
+     * needs: spin is tried only while rounds leave the driver out (it ran
+     * no drain in home's last window). Its tries in loops that drain every
+     * round lost (30-90 us per handoff) and left the looks that followed
+     * in a slower placement: waits at 2 ranks, 1.4x forced look. */
+    int spin_ok = r->nprocs < r->ncpu || run->counters.driver_drains == r->d0;
     int best = -1;
     for (int i = 0; i < r->ncand; i++) {
         int m = r->cand[i];
-        if (m != r->home && r->next_probe[m] <= h && (best < 0 || r->next_probe[m] < r->next_probe[best]))
+        if (m != r->home && r->next_probe[m] <= h && (m != KB_WAIT_SPIN || spin_ok) &&
+            (best < 0 || r->next_probe[m] < r->next_probe[best]))
             best = m;
     }
     return best;
@@ -151,7 +164,8 @@ static void retry_soon(struct kb_wait_reactive *r, uint64_t h)
 static void end_home_window(struct kb_run *run, uint64_t now, uint64_t h)
 {
     struct kb_wait_reactive *r = &run->reactive;
-    uint64_t per = (now - r->t0) / (h - r->h0);
+    uint64_t per = (now - r->t0 + r->bank_ns) / (h - r->h0 + r->bank_h);
+    r->bank_ns = r->bank_h = 0;
     uint64_t *e = &r->est[r->home];
     *e = *e ? (3 * *e + per) / 4 : per;
     if (!r->est_at_choice || *e * DEGRADE_DEN < r->est_at_choice)
@@ -162,7 +176,7 @@ static void end_home_window(struct kb_run *run, uint64_t now, uint64_t h)
     }
     int m = due_probe(run, now, h);
     if (m < 0) {
-        open_window(r, PH_HOME, now, h);
+        open_window(run, PH_HOME, now, h);
         return;
     }
     r->probes++;
@@ -187,8 +201,6 @@ static void probe_round(struct kb_run *run, uint64_t now, uint64_t h)
     if (per * HYSTERESIS_DEN < home_ns * HYSTERESIS_NUM) {
         r->home = m;
         r->switches++;
-        if (run->rank_wait.watch)
-            kb__seat_arm(run); /* nudges won their try: now home, seated */
         r->est_at_choice = per;
         retry_soon(r, h + (uint64_t)BACKOFF_GROWTH * WINDOW_HANDOFFS);
     } else {
@@ -232,7 +244,7 @@ void kb__wait_reactive_step(struct kb_run *run, uint64_t now)
             r->probe_ns += now - r->probe_t0;
             r->after_probe = 0;
         }
-        open_window(r, r->mode == r->home ? PH_HOME : PH_PROBE, now, h);
+        open_window(run, r->mode == r->home ? PH_HOME : PH_PROBE, now, h);
         break;
     case PH_HOME:
         end_home_window(run, now, h);
@@ -327,13 +339,34 @@ void kb__wait_reactive_save(const struct kb_run *run, struct kb_wait_memory *mem
     sh->probe_ns = r->probe_ns + in_try;
 }
 
+void kb__wait_reactive_pause(struct kb_run *run)
+{
+    if (run->reactive.active && !run->reactive.cycle)
+        kb__wait_reactive_pause_at(run, kb__now_ns());
+}
+
+void kb__wait_reactive_pause_at(struct kb_run *run, uint64_t now)
+{
+    struct kb_wait_reactive *r = &run->reactive;
+    if (!r->active || r->cycle)
+        return;
+    uint64_t h = run->counters.handoffs;
+    r->t_last = now;
+    if (r->phase == PH_HOME && h > r->h0) {
+        r->bank_ns += now - r->t0;
+        r->bank_h += h - r->h0;
+        r->h0 = h; /* banked: a second pause before the restart adds nothing */
+        r->t0 = now;
+    }
+}
+
 void kb__wait_reactive_restart(struct kb_run *run)
 {
     struct kb_wait_reactive *r = &run->reactive;
     if (!r->active || r->cycle)
         return;
     /* A try (or its settling round) cut off by the pause: no figure; its
-     * time up to the last round boundary before the pause is the tries'. */
+     * time up to the pause is the tries'. */
     if (r->mode != r->home || r->after_probe)
         r->probe_ns += r->t_last - r->probe_t0;
     r->after_probe = 0;

@@ -63,7 +63,8 @@ struct kb_wait_reactive {
     int cand[KB_WAIT_MODES];
     int nudged;                  /* some mode with nudges was used: kb__wait_nudges must look */
     uint64_t next_check;         /* handoffs at which a round boundary next looks (one compare per round) */
-    uint64_t t0, h0;             /* the open window: its start (ns) and the handoff count then */
+    uint64_t t0, h0, d0;         /* the open window: its start (ns), handoffs and driver drains then */
+    uint64_t bank_ns, bank_h;    /* home's window before the pauses it spans (kb__wait_reactive_pause) */
     uint64_t t_start;            /* when the first window opened (ns): the time tries are rationed against */
     uint64_t probe_t0;           /* when the current try began (its settling round included) */
     uint64_t probe_ns;           /* time spent in tries so far (earlier spawns' included, when resumed) */
@@ -99,9 +100,19 @@ void kb__wait_reactive_tick(struct kb_run *run);
  * drive the policy with a clock of their own). */
 void kb__wait_reactive_step(struct kb_run *run, uint64_t now);
 
-/* The driver resumes rounds after a pause that is not the ranks' (a
- * kb_join after a timed one returned): the open window, which would
- * count the pause, is dropped. Holder (the driver). */
+/* A timed kb_join returns with the run live: rounds pause, for a time
+ * that is not the ranks'. Home's open window keeps what it measured up to
+ * now (one clock read per return) and goes on after the pause, so a
+ * window spans many short joins (the Python binding joins in 50 ms
+ * slices; beside a CPU hog 256 handoffs can take longer). Holder (the
+ * driver). */
+void kb__wait_reactive_pause(struct kb_run *run);
+/* The same with the clock read given (as kb__wait_reactive_step). */
+void kb__wait_reactive_pause_at(struct kb_run *run, uint64_t now);
+
+/* The driver resumes rounds after a pause (the next kb_join): a settling
+ * round, then home's window goes on from what it kept at the pause; a try
+ * cut off by the pause is dropped. Holder (the driver). */
 void kb__wait_reactive_restart(struct kb_run *run);
 
 /* Fill the stats' wait fields. */

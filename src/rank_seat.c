@@ -26,7 +26,7 @@
 void kb__seat_resolve(struct kb_run *run)
 {
     memset(&run->seat, 0, sizeof run->seat);
-    run->seat.cpu[0] = run->seat.cpu[1] = -1;
+    run->seat.cpu[0] = run->seat.cpu[1] = run->seat.gather = -1;
     struct kb_cpumask mask;
     if (run->opt.affinity != 0 || kb__sys_get_affinity(&mask) != 0)
         return;
@@ -50,8 +50,24 @@ void kb__seat_resolve(struct kb_run *run)
 
 void kb__seat_arm(struct kb_run *run)
 {
-    if (run->seat.cpu[0] >= 0)
-        run->seat.epoch++;
+    if (run->seat.cpu[0] < 0)
+        return;
+    run->seat.gather = -1;
+    run->seat.epoch++;
+}
+
+/* Why gather: a stretch of nudges leaves the ranks half on each CPU, and
+ * the kernel keeps a yielding or sleeping thread near where it last ran.
+ * Beside a CPU hog that left half the ranks looking on the hog's CPU at
+ * 100-400 us per handoff after a try of nudges lost. The holder's CPU is
+ * one the run is getting time on now. */
+void kb__seat_gather(struct kb_run *run)
+{
+    if (run->seat.cpu[0] < 0)
+        return;
+    int here = kb__sys_current_cpu();
+    run->seat.gather = here == run->seat.cpu[0] ? here : run->seat.cpu[1];
+    run->seat.epoch++;
 }
 
 void kb__seat_rank(struct kb_rank *rk)
@@ -60,6 +76,7 @@ void kb__seat_rank(struct kb_rank *rk)
     if (rk->seat_epoch == run->seat.epoch)
         return;
     rk->seat_epoch = run->seat.epoch;
-    if (kb__sys_seat_self(run->seat.cpu[rk->index & 1]) == 0)
+    int cpu = run->seat.gather >= 0 ? run->seat.gather : run->seat.cpu[rk->index & 1];
+    if (kb__sys_seat_self(cpu) == 0)
         run->counters.seats++;
 }

@@ -7,8 +7,8 @@
  *
  * The fields are (B) (run->seat, kb_rank.seat_epoch): the driver chooses
  * the CPUs at resolution, the holder asks for a seating when rank_wait
- * gains nudges, and each rank seats itself, holding the baton, at its next
- * suspension.
+ * gains nudges and for a gathering when it loses them, and each rank
+ * moves itself, holding the baton, at its next suspension.
  */
 #ifndef KB_RANK_SEAT_H
 #define KB_RANK_SEAT_H
@@ -25,6 +25,12 @@ void kb__seat_resolve(struct kb_run *run);
 /* Holder: rank_wait has just gained nudges; every rank seats itself at its
  * next suspension (nothing when the run seats none). */
 void kb__seat_arm(struct kb_run *run);
+
+/* Holder: rank_wait has just lost its nudges; every rank moves, at its
+ * next suspension, to the CPU the holder runs on (one of the two seats),
+ * where the kernel may spread them again as it likes (nothing when the run
+ * seats none). */
+void kb__seat_gather(struct kb_run *run);
 
 /* Rank, holding the baton, before it passes it on: seat itself if the run
  * asked since it last did. One compare otherwise. */

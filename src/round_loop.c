@@ -326,6 +326,7 @@ static int drain_round(struct kb_run *run)
     uint64_t t0 = run->files.tl ? kb__now_ns() : 0;
     int rc = kb__drain(run->ctx, &run->failure.drain_handle, &run->failure.drain_origin);
     run->counters.drains++;
+    run->counters.driver_drains++;
     if (run->files.tl)
         kb__tl_slice(run, KB_DRIVER, KB_TL_DRAIN, t0, kb__now_ns(), 0, (int64_t)run->counters.rounds);
     if (run->files.record)

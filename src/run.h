@@ -144,10 +144,12 @@ struct kb_run {
     unsigned park_look_ns;
     struct kb_wait_reactive reactive; /* (B) baton_wait_reactive.h */
     /* Seating (rank_seat.h), (B): the CPUs even and odd ranks are seated
-     * on (-1: the run seats none), and the seatings asked for so far: a
+     * on (-1: the run seats none), the CPU every rank is gathered on
+     * instead (-1: seated by parity), and the seatings asked for so far: a
      * rank whose seat_epoch differs seats itself at its next suspension. */
     struct {
         int cpu[2];
+        int gather;
         unsigned epoch;
     } seat;
     pid_t driver_tid;             /* the thread driving now or last (debuggers) */

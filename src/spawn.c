@@ -140,6 +140,8 @@ static int join_rounds(struct kb_run *run, long timeout_ms)
     while ((rc = kb__sched_round(run)) == 0 && !(run->join.timed && kb__time_passed(&run->join.deadline)))
         ;
     run->join.timed = 0;
+    if (rc == 0)
+        kb__wait_reactive_pause(run); /* the run waits for the next kb_join */
     unpin_driver(&pin);
     return rc;
 }

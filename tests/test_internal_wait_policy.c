@@ -214,6 +214,30 @@ static void test_the_reactive_default_starts_from_the_static_mode_without_its_sh
     setenv("KB_WAIT_POLICY", "static", 1);
 }
 
+/* The reactive policy's candidates for a spawn, in the order it tries them. */
+static void assert_candidates(int nprocs, int ncpu, const int *want, int nwant)
+{
+    struct kb_run run = resolve(nprocs, 0, ncpu);
+    assert_true(run.reactive.active);
+    assert_int_equal(run.reactive.ncand, nwant);
+    for (int i = 0; i < nwant; i++)
+        assert_int_equal(run.reactive.cand[i], want[i]);
+}
+
+static void test_sleep_is_a_candidate_only_where_the_ranks_outnumber_the_cpus(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    unsetenv("KB_WAIT_POLICY");
+    assert_candidates(1, 2, (int[]){KB_WAIT_LOOK, KB_WAIT_SPIN}, 2);
+    assert_candidates(2, 2, (int[]){KB_WAIT_LOOK, KB_WAIT_SPIN}, 2);
+    assert_candidates(3, 2, (int[]){KB_WAIT_LOOK, KB_WAIT_NUDGE, KB_WAIT_SLEEP}, 3);
+    assert_candidates(1, 1, (int[]){KB_WAIT_LOOK}, 1);
+    assert_candidates(2, 1, (int[]){KB_WAIT_LOOK, KB_WAIT_SLEEP}, 2);
+    setenv("KB_WAIT_POLICY", "static", 1);
+}
+
 /* The text written to stderr while resolving a spawn of n ranks. */
 static void resolve_capturing_stderr(int n, char *buf, size_t cap, struct kb_run *out)
 {
@@ -272,6 +296,7 @@ int main(void)
         cmocka_unit_test(test_the_driver_looks_yielding_before_it_sleeps_unpinned),
         cmocka_unit_test(test_kb_wait_policy_overrides_the_automatic_choice),
         cmocka_unit_test(test_the_reactive_default_starts_from_the_static_mode_without_its_short_spin),
+        cmocka_unit_test(test_sleep_is_a_candidate_only_where_the_ranks_outnumber_the_cpus),
         cmocka_unit_test(test_a_malformed_kb_wait_policy_is_ignored_with_a_warning),
         cmocka_unit_test(test_one_cpu_affinity_sleeps_at_once_and_ignores_kb_wait_policy),
         cmocka_unit_test(test_spread_affinity_nudges_with_pausing_watches),

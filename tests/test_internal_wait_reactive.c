@@ -36,6 +36,7 @@ struct sim {
     int per_round;                /* handoffs per round */
     uint64_t off_home;            /* handoffs run in a mode other than the chosen one */
     uint64_t try_ns;              /* time spent in a mode other than the chosen one */
+    int driver_drains;            /* every round ends in a drain the driver runs */
 };
 
 static const int LOOK_NUDGE_SLEEP[] = {KB_WAIT_LOOK, KB_WAIT_NUDGE, KB_WAIT_SLEEP};
@@ -51,6 +52,7 @@ static void sim_start_on(struct sim *s, int nprocs, int home, const uint64_t cos
     s->per_round = nprocs + 1; /* every turn, and the driver's drain */
     memcpy(s->cost, cost, sizeof s->cost);
     s->now = 1000000;
+    s->run.seat.gather = -1; /* as kb__seat_resolve leaves it */
     kb__wait_reactive_start(&s->run, nprocs, 2, home, LOOK_NUDGE_SLEEP, 3, 0, mem);
 }
 
@@ -72,6 +74,7 @@ static void sim_rounds(struct sim *s, long n)
             s->try_ns += ns;
         }
         s->run.counters.handoffs += (uint64_t)s->per_round;
+        s->run.counters.driver_drains += (uint64_t)s->driver_drains;
         s->now += ns;
     }
 }
@@ -157,29 +160,79 @@ static void test_no_mode_is_tried_where_a_round_is_longer_than_a_try(void **stat
     assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
 }
 
-/* (A simulated run's seat CPUs are 0 and 0: kb__seat_arm counts.) */
-static void test_nudges_are_seated_when_they_become_home_not_when_tried(void **state)
+/* Two ranks on two CPUs, looking, spin its only other candidate. */
+static void sim_start_two_ranks(struct sim *s, int driver_drains)
+{
+    static const int LOOK_SPIN[] = {KB_WAIT_LOOK, KB_WAIT_SPIN};
+    sim_start(s, 2, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 9000, 1000});
+    s->driver_drains = driver_drains;
+    kb__wait_reactive_start(&s->run, 2, 2, KB_WAIT_LOOK, LOOK_SPIN, 2, 0, NULL);
+}
+
+static void test_with_as_many_ranks_as_cpus_spin_is_tried_only_while_rounds_leave_the_driver_out(void **state)
 {
     (void)state;
-    struct sim s; /* look home, nudge tried and losing: never seated */
-    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 5000, 0});
-    sim_rounds(&s, 3000);
+    struct sim s; /* spin would measure faster: whether it is tried is the question */
+    sim_start_two_ranks(&s, 1);
+    sim_rounds(&s, 20000);
+    assert_int_equal(s.run.reactive.probes, 0);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
+    sim_start_two_ranks(&s, 0);
+    sim_rounds(&s, 20000);
     assert_true(s.run.reactive.probes > 0);
-    assert_true(s.run.reactive.est[KB_WAIT_NUDGE] > 0);
-    assert_int_equal(s.run.seat.epoch, 0);
-    /* nudge tried and winning: seated once, when it becomes home */
+    assert_int_equal(s.run.reactive.home, KB_WAIT_SPIN);
+}
+
+/* n rounds, one at a time; returns how many stretches of nudges began. */
+static int sim_rounds_counting_nudge_stretches(struct sim *s, long n)
+{
+    int stretches = 0;
+    for (long i = 0; i < n; i++) {
+        int before = s->run.reactive.mode;
+        sim_rounds(s, 1);
+        stretches += s->run.reactive.mode == KB_WAIT_NUDGE && before != KB_WAIT_NUDGE;
+    }
+    return stretches;
+}
+
+/* (A simulated run's seat CPUs are 0 and 0: seating and gathering count.) */
+static void test_a_try_of_nudges_is_seated_and_the_ranks_gathered_after_it_loses(void **state)
+{
+    (void)state;
+    struct sim s; /* look home, nudge tried and losing */
+    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 5000, 0});
+    assert_int_equal(s.run.seat.epoch, 0); /* looks start where the kernel put the threads */
+    int tries = sim_rounds_counting_nudge_stretches(&s, 3000);
+    assert_true(tries > 0);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
+    assert_int_equal(s.run.seat.epoch, 2 * (unsigned)tries); /* seated for each, gathered after */
+    assert_int_equal(s.run.seat.gather, 0);
+}
+
+static void test_a_try_of_nudges_that_wins_stays_seated(void **state)
+{
+    (void)state;
+    struct sim s;
     sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 5000, 2000, 0});
     for (int k = 0; k < 3000 && s.run.reactive.home != KB_WAIT_NUDGE; k++)
         sim_rounds(&s, 1);
     assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
-    assert_int_equal(s.run.seat.epoch, 1);
-    /* nudge home from the start: seated then, and again after each try */
+    assert_int_equal(s.run.seat.epoch, 1); /* seated when the try began, not again */
+    assert_int_equal(s.run.seat.gather, -1);
+}
+
+static void test_nudges_as_home_are_seated_again_after_each_try_of_another_mode(void **state)
+{
+    (void)state;
+    struct sim s;
     sim_start(&s, 64, KB_WAIT_NUDGE, (uint64_t[]){9000, 5000, 2000, 0});
     assert_int_equal(s.run.seat.epoch, 1);
     sim_rounds(&s, 3000);
     assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
     assert_true(s.run.reactive.probes > 0);
-    assert_int_equal(s.run.seat.epoch, 1 + s.run.reactive.probes);
+    /* gathered when each try began, seated again when it ended */
+    assert_int_equal(s.run.seat.epoch, 1 + 2 * s.run.reactive.probes);
+    assert_int_equal(s.run.seat.gather, -1);
 }
 
 static void test_a_try_of_a_much_slower_mode_is_cut_short(void **state)
@@ -293,6 +346,22 @@ static void test_a_restart_drops_the_open_window_and_any_try(void **state)
     sim_rounds(&s, 5000);
     assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
     assert_true(s.run.reactive.est[KB_WAIT_LOOK] < 6000); /* the pause counted in no window */
+}
+
+static void test_homes_window_spans_joins_shorter_than_a_window_and_counts_no_pause(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_start(&s, 4, KB_WAIT_LOOK, (uint64_t[]){50000, 3000, 50000, 0});
+    for (int slice = 0; slice < 40; slice++) { /* joins of 10 rounds: 50 handoffs each */
+        kb__wait_reactive_restart(&s.run);
+        sim_rounds(&s, 10);
+        kb__wait_reactive_pause_at(&s.run, s.now);
+        s.now += 1000000000u; /* the caller's own second between two joins */
+    }
+    assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
+    uint64_t est = s.run.reactive.est[KB_WAIT_LOOK];
+    assert_true(est >= 3000 && est < 3300); /* measured, and no pause in it */
 }
 
 static void test_cycle_moves_to_the_next_mode_at_every_round_boundary(void **state)
@@ -498,12 +567,17 @@ int main(void)
         cmocka_unit_test(test_a_spawn_too_short_to_measure_keeps_the_mode_it_started_in),
         cmocka_unit_test(test_tries_take_at_most_a_thirty_second_of_the_time),
         cmocka_unit_test(test_no_mode_is_tried_where_a_round_is_longer_than_a_try),
-        cmocka_unit_test(test_nudges_are_seated_when_they_become_home_not_when_tried),
+        cmocka_unit_test(
+            test_with_as_many_ranks_as_cpus_spin_is_tried_only_while_rounds_leave_the_driver_out),
+        cmocka_unit_test(test_a_try_of_nudges_is_seated_and_the_ranks_gathered_after_it_loses),
+        cmocka_unit_test(test_a_try_of_nudges_that_wins_stays_seated),
+        cmocka_unit_test(test_nudges_as_home_are_seated_again_after_each_try_of_another_mode),
         cmocka_unit_test(test_a_try_of_a_much_slower_mode_is_cut_short),
         cmocka_unit_test(test_a_mode_that_lost_is_tried_less_and_less_often),
         cmocka_unit_test(test_a_mode_whose_tries_are_cut_short_backs_off_faster),
         cmocka_unit_test(test_when_its_mode_slows_down_it_tries_the_others_again_and_moves),
         cmocka_unit_test(test_a_restart_drops_the_open_window_and_any_try),
+        cmocka_unit_test(test_homes_window_spans_joins_shorter_than_a_window_and_counts_no_pause),
         cmocka_unit_test(test_cycle_moves_to_the_next_mode_at_every_round_boundary),
         cmocka_unit_test(test_each_mode_has_its_budget),
         cmocka_unit_test(test_wait_mode_names),

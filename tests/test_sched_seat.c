@@ -2,9 +2,10 @@
 /*
  * Seating (src/rank_seat.c) as a spawn reports it (kb_spawn_stats.wait_seats):
  * with the default affinity on two CPUs or more, each stretch of nudging
- * moves every rank that suspends in it onto its CPU once, and leaves its
- * affinity as it was; no seating without nudges, with an affinity option
- * or on one CPU. Under Valgrind nothing nudges unless the cycle test mode
+ * moves every rank that suspends in it onto its CPU once, a stretch of
+ * another mode after nudges gathers them on one CPU, and either leaves the
+ * thread's affinity as it was; no seating without nudges, with an affinity
+ * option or on one CPU. Under Valgrind nothing nudges unless the cycle test mode
  * asks for it (baton_wait_policy.c).
  */
 #ifndef _GNU_SOURCE
@@ -137,12 +138,13 @@ static void test_affinity_options_seat_none(void **state)
     assert_int_equal(st.wait_seats, 0);
 }
 
-static void test_each_stretch_of_nudges_seats_the_ranks_again(void **state)
+static void test_each_stretch_of_nudges_seats_the_ranks_and_the_next_stretch_gathers_them(void **state)
 {
     (void)state;
     /* The cycle test mode moves through sleep, look, nudge and spin, one
      * round each (Valgrind included): every fourth round is a stretch of
-     * nudges, and each of its ranks suspends once in it. */
+     * nudges, each of its ranks suspends once in it (seated), and once in
+     * the round of spins after it (gathered on one CPU). */
     setenv("KB_WAIT_POLICY", "cycle", 1);
     struct affinity_check c;
     kb_spawn_stats st = spawn_checked(5, 200, 0, &c);
@@ -153,8 +155,8 @@ static void test_each_stretch_of_nudges_seats_the_ranks_again(void **state)
     }
     uint64_t stretches = st.rounds / 4;
     assert_int_equal(st.wait_seats % 5, 0);
-    assert_true(st.wait_seats >= 5 * (stretches - 1));
-    assert_true(st.wait_seats <= 5 * (stretches + 1));
+    assert_true(st.wait_seats >= 2 * 5 * (stretches - 1));
+    assert_true(st.wait_seats <= 2 * 5 * (stretches + 1));
 }
 
 int main(void)
@@ -164,7 +166,8 @@ int main(void)
         cmocka_unit_test_teardown(test_seating_leaves_every_rank_thread_its_affinity, teardown),
         cmocka_unit_test_teardown(test_a_spawn_without_nudges_seats_none, teardown),
         cmocka_unit_test_teardown(test_affinity_options_seat_none, teardown),
-        cmocka_unit_test_teardown(test_each_stretch_of_nudges_seats_the_ranks_again, teardown),
+        cmocka_unit_test_teardown(
+            test_each_stretch_of_nudges_seats_the_ranks_and_the_next_stretch_gathers_them, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
