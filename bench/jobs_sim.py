@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The simulation-shaped job of bench/run.py (kb_sim.c, sim_model.py) in C,
-in Python through the binding and on greenlet, each against the
+in Python through the binding (also under each mode KB_WAIT_POLICY forces)
+and on greenlet, each against the
 --baseline-bindir build when given; the checksums of one N must agree."""
 from __future__ import annotations
 
@@ -29,6 +30,21 @@ def record_checksum(r: Runner, impl: str, n: int, kbi: Sequence[Tuple[str, str]]
             r.sim_checksums.setdefault(str(n), {})[impl] = value
 
 
+# The modes KB_WAIT_POLICY can force (docs/design.md, the wait policy).
+FORCED_MODES = ("look", "nudge", "sleep", "spin")
+
+
+def python_forced_modes(r: Runner, n: int, m: int, binding: Tuple[str, str]) -> None:
+    """The Python job under each mode KB_WAIT_POLICY forces (impl
+    kbthreads_py_<mode>; spin only where every rank has a CPU): the best of
+    them bounds what any wait policy can give against greenlet."""
+    for mode in FORCED_MODES:
+        if mode == "spin" and n >= len(os.sched_getaffinity(0)):
+            continue
+        r.run("sim N=%d python %s" % (n, mode), ["env", "KB_WAIT_POLICY=" + mode] + py_sim_argv(r, n, m, *binding),
+              rename={"kbthreads_py": "kbthreads_py_" + mode})
+
+
 def sim_family(r: Runner, n: int) -> None:
     """The sim job at N: C (the baseline build's beside it), Python through
     the binding (the baseline's binding too), the greenlet peer; the same M
@@ -46,6 +62,7 @@ def sim_family(r: Runner, n: int) -> None:
     if binding:
         _, kbi = r.run("sim N=%d python" % n, py_sim_argv(r, n, m, *binding))
         record_checksum(r, "kbthreads_py", n, kbi)
+        python_forced_modes(r, n, m, binding)
     base = r.baseline_python()
     if base:
         _, kbi = r.run("sim N=%d python baseline" % n, py_sim_argv(r, n, m, *base, impl="kbthreads_py_baseline"),

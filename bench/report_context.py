@@ -33,6 +33,10 @@ LABELS = {
     "kbthreads_join": "libkbthreads, timed kb_join",
     "kbthreads_py": "kbthreads (Python)",
     "kbthreads_py_ctypes": "kbthreads (Python, ctypes only)",
+    "kbthreads_py_look": "kbthreads (Python), KB_WAIT_POLICY=look",
+    "kbthreads_py_nudge": "kbthreads (Python), KB_WAIT_POLICY=nudge",
+    "kbthreads_py_sleep": "kbthreads (Python), KB_WAIT_POLICY=sleep",
+    "kbthreads_py_spin": "kbthreads (Python), KB_WAIT_POLICY=spin",
     "simgrid_thread": "SimGrid thread factory",
     "simgrid_raw": "SimGrid raw factory",
 }

@@ -406,12 +406,14 @@ typedef struct kb_spawn_opts {
      *  KB_WAIT_POLICY=cycle, a test mode, moves to the next mode every
      *  round. None of them ever changes the order. With nudges (the mode
      *  where ranks outnumber CPUs) each rank thread, at its first
-     *  suspension once nudges become the mode the run waits in (not
-     *  while the reactive policy only tries them), moves itself onto one of two
+     *  suspension once the run waits in nudges (for good, or while the
+     *  reactive policy tries them), moves itself onto one of two
      *  alternating CPUs of the driver's (even ranks one, odd ranks the
-     *  other) and at once sets its affinity back as it was: no thread is
-     *  left confined, and rank code never sees its mask changed
-     *  (kb_spawn_stats.wait_seats counts these moves).
+     *  other), and at its first suspension once nudges end, onto the CPU
+     *  the holder ran on then; each time it at once sets its affinity
+     *  back as it was: no thread is left confined, and rank code never
+     *  sees its mask changed (kb_spawn_stats.wait_seats counts these
+     *  moves).
      *  KB_AFFINITY_ONE_CPU: pin every rank thread and the driver to the CPU
      *  the driver is on when the spawn starts (only one runs at a time, so
      *  nothing is lost, and a handoff stays on one CPU's caches); the
@@ -572,14 +574,15 @@ typedef struct kb_spawn_stats {
      *  started from); 0 = never measured (not a candidate, or not tried
      *  yet). */
     uint64_t wait_ns[KB_WAIT_MODES];
-    /** Times a rank thread was seated: moved onto one of two alternating
-     *  CPUs (even ranks on one, odd on the other) at a suspension, its
-     *  affinity left as it was, when a stretch of nudging began (the
-     *  spawn's start, or a switch to nudges) with the default affinity on
-     *  two or more CPUs (a try of nudges by the reactive policy is not
-     *  seated); at most once per rank and stretch. 0 without
-     *  nudges, with an affinity option, on one CPU or where threads cannot
-     *  be pinned (docs/design.md, "Seating"). */
+    /** Times a rank thread was seated: moved at a suspension, its
+     *  affinity left as it was, onto one of two alternating CPUs (even
+     *  ranks on one, odd on the other) when a stretch of nudging began
+     *  (the spawn's start, a switch to nudges, a try of them by the
+     *  reactive policy), or onto one CPU for all when such a stretch
+     *  ended; with the default affinity on two or more CPUs, at most
+     *  once per rank and stretch. 0 without nudges, with an affinity
+     *  option, on one CPU or where threads cannot be pinned
+     *  (docs/design.md, "Seating"). */
     uint64_t wait_seats;
 } kb_spawn_stats;
 

@@ -19,8 +19,8 @@ class SpawnStats:
     often it tried another mode, and ``wait_ns`` its last estimate per mode
     in wall nanoseconds per handoff (0: never measured). ``wait_seats``
     counts the times a rank thread was moved onto its CPU when a stretch of
-    nudges began (its affinity left as it was). docs/design.md, "the wait
-    policy", says what is measured.
+    nudges began, or onto one CPU for all when it ended (its affinity left
+    as it was). docs/design.md, "the wait policy", says what is measured.
     """
 
     rounds: int
