@@ -41,10 +41,10 @@ struct sim {
 
 static const int LOOK_NUDGE_SLEEP[] = {KB_WAIT_LOOK, KB_WAIT_NUDGE, KB_WAIT_SLEEP};
 
-/* A spawn of nprocs ranks on 2 CPUs starting from home, or from mem's
- * record of its shape (mem may be NULL: a fresh ctx). */
-static void sim_start_on(struct sim *s, int nprocs, int home, const uint64_t cost[KB_WAIT_MODES],
-                         const struct kb_wait_memory *mem)
+/* A spawn of nprocs ranks on 2 CPUs with these candidates, starting from
+ * home, or from mem's record of its shape (mem may be NULL: a fresh ctx). */
+static void sim_start_with(struct sim *s, int nprocs, int home, const uint64_t cost[KB_WAIT_MODES],
+                           const int *cand, int ncand, const struct kb_wait_memory *mem)
 {
     memset(s, 0, sizeof *s);
     s->run.nprocs = nprocs;
@@ -53,7 +53,14 @@ static void sim_start_on(struct sim *s, int nprocs, int home, const uint64_t cos
     memcpy(s->cost, cost, sizeof s->cost);
     s->now = 1000000;
     s->run.seat.gather = -1; /* as kb__seat_resolve leaves it */
-    kb__wait_reactive_start(&s->run, nprocs, 2, home, LOOK_NUDGE_SLEEP, 3, 0, mem);
+    kb__wait_reactive_start(&s->run, nprocs, 2, home, cand, ncand, 0, mem);
+}
+
+/* The same with look, nudge and sleep as candidates. */
+static void sim_start_on(struct sim *s, int nprocs, int home, const uint64_t cost[KB_WAIT_MODES],
+                         const struct kb_wait_memory *mem)
+{
+    sim_start_with(s, nprocs, home, cost, LOOK_NUDGE_SLEEP, 3, mem);
 }
 
 static void sim_start(struct sim *s, int nprocs, int home, const uint64_t cost[KB_WAIT_MODES])
@@ -164,9 +171,8 @@ static void test_no_mode_is_tried_where_a_round_is_longer_than_a_try(void **stat
 static void sim_start_two_ranks(struct sim *s, int driver_drains)
 {
     static const int LOOK_SPIN[] = {KB_WAIT_LOOK, KB_WAIT_SPIN};
-    sim_start(s, 2, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 9000, 1000});
+    sim_start_with(s, 2, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 9000, 1000}, LOOK_SPIN, 2, NULL);
     s->driver_drains = driver_drains;
-    kb__wait_reactive_start(&s->run, 2, 2, KB_WAIT_LOOK, LOOK_SPIN, 2, 0, NULL);
 }
 
 static void test_with_as_many_ranks_as_cpus_spin_is_tried_only_while_rounds_leave_the_driver_out(void **state)
