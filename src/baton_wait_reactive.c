@@ -24,13 +24,26 @@
  *     judged at its next round boundary, so a bad mode costs little.
  *   - It switches only to a mode whose try measured more than HYSTERESIS
  *     faster than est[home], and only at a round boundary.
- *   - Tries are rationed: all of them together take at most 1/PROBE_SHARE
- *     of the spawn's time so far (plus one try), and a mode that lost
- *     waits BACKOFF_GROWTH times longer before its next try (its square
- *     when it was cut short), up to BACKOFF_MAX windows. So a change of
- *     load is noticed within BACKOFF_MAX windows of home, and at the next
- *     window when home itself gets DEGRADE slower than when it was chosen
- *     (every mode is then tried again soon).
+ *   - Tries begin only at the starts of slots of the monotonic clock, the
+ *     same clock in every process, (nprocs + 1) * TRY_SLOT_PER_RANK_NS
+ *     long (a function of the shape alone), in slots a period apart (a
+ *     power of two, try_period). So two processes running simulations of
+ *     one shape side by side try at once and measure the state both would
+ *     be in (a try by one while the other kept the old mode measured that
+ *     mixed state, lost, and left both in the mode slower for both).
+ *   - Tries are rationed: the period makes a try at home's cost at most
+ *     1/PROBE_SHARE of it, tries that ran longer skip periods until all
+ *     of them took at most 1/PROBE_SHARE of the time (and a period), and
+ *     a mode that lost waits BACKOFF_GROWTH times more slots before its
+ *     next try (its square when it was cut short), up to about
+ *     BACKOFF_MAX_NS. So a change of load is noticed within about
+ *     BACKOFF_MAX_NS plus a period, and at the next window when home
+ *     itself gets DEGRADE slower than when it was chosen (every mode is
+ *     then tried again at the next period).
+ *   - With more ranks than CPUs, looks after another mode start gathered
+ *     on one CPU (rank_seat.c); a try of them that lost gathers on the
+ *     next turn, and tries again in the next period for the first
+ *     GATHER_TURNS_FREE turns.
  *
  * The order never depends on any of it: a mode only changes how a thread
  * waits for a post that the round's order decided.
@@ -70,9 +83,21 @@
  * seated or not. Such spawns keep the static choice. (A bound on a
  * round's time instead kept 64 ranks beside another simulation, whose
  * rounds are long because the machine is busy, from ever leaving nudges.) */
-#define TRY_RANKS_MAX  (PROBE_HANDOFFS - 1u)
-#define BACKOFF_GROWTH 4u
-#define BACKOFF_MAX    1024u
+#define TRY_RANKS_MAX (PROBE_HANDOFFS - 1u)
+/* Tries begin at the starts of slots of the monotonic clock,
+ * (nprocs + 1) * TRY_SLOT_PER_RANK_NS long: a function of the shape alone,
+ * so two processes of one shape share their slots whatever each measured.
+ * 2^19 ns a rank is about 32 tries' worth of rounds at 8 us per handoff,
+ * the slowest handoffs measured on an idle machine. */
+#define TRY_SLOT_PER_RANK_NS (1ull << 19)
+#define BACKOFF_GROWTH       4u
+/* Turns of gathering (rank_seat.c: kb__seat_gather) that a losing try of
+ * looks moves to without backing off: two processes side by side that
+ * gathered on one CPU part at the first turn where their pids' bits
+ * differ, within 4 turns for 15 pairs in 16. */
+#define GATHER_TURNS_FREE 4u
+/* The longest back-off, in time (in slots: at least one). */
+#define BACKOFF_MAX_NS (1ull << 30)
 
 enum phase {
     PH_SETTLE, /* the round after rank_wait changed: not measured */
@@ -83,6 +108,7 @@ enum phase {
 static void set_mode(struct kb_run *run, int mode)
 {
     struct kb_wait_reactive *r = &run->reactive;
+    int was = r->mode; /* -1 at the spawn's start */
     r->mode = mode;
     unsigned had_watch = run->rank_wait.watch;
     /* The plain modes: where the static choice's short spin before looking
@@ -93,12 +119,24 @@ static void set_mode(struct kb_run *run, int mode)
     /* Every stretch of nudges starts seated (the spawn's start, a try, the
      * end of a try of another mode: unseated, a try of nudges measures a
      * placement that home would not have), and every stretch of another
-     * mode after nudges starts gathered on one CPU (seated ranks left half
-     * on a CPU hog's CPU made the looks that followed 100x slower). */
+     * mode after nudges, and of looks after another mode with more ranks
+     * than CPUs, starts gathered on one CPU (seated ranks left half on a
+     * CPU hog's CPU made the looks that followed 100x slower; two
+     * simulations side by side looking ran at 1.1 us per operation each on
+     * a CPU of its own, at 3-6 us mixed on both). A spawn's first looks
+     * start where the kernel put the threads: gathered there, waits at 8
+     * ranks on an idle machine measured 1.85 us against 1.65 us. */
+    int gather_looks = mode == KB_WAIT_LOOK && was >= 0 && was != mode && r->nprocs > r->ncpu;
     if (run->rank_wait.watch && !had_watch)
         kb__seat_arm(run);
-    else if (!run->rank_wait.watch && had_watch)
-        kb__seat_gather(run);
+    else if (!run->rank_wait.watch && (had_watch || gather_looks))
+        kb__seat_gather(run, r->gather_turn);
+}
+
+/* The handoff count at which home's open window is whole. */
+static uint64_t window_end(const struct kb_wait_reactive *r)
+{
+    return r->h0 + (r->bank_h < WINDOW_HANDOFFS ? WINDOW_HANDOFFS - r->bank_h : 1);
 }
 
 static void open_window(struct kb_run *run, enum phase ph, uint64_t now, uint64_t h)
@@ -112,8 +150,7 @@ static void open_window(struct kb_run *run, enum phase ph, uint64_t now, uint64_
     r->h0 = h;
     /* A try is looked at every round (to cut it short); home once per
      * window, of which a part may be banked from before a pause. */
-    r->next_check =
-        ph == PH_PROBE ? h + 1 : h + (r->bank_h < WINDOW_HANDOFFS ? WINDOW_HANDOFFS - r->bank_h : 1);
+    r->next_check = ph == PH_PROBE || r->try_at ? h + 1 : window_end(r);
 }
 
 /* A round's worth of settling: the next round boundary opens a window. */
@@ -123,62 +160,121 @@ static void settle(struct kb_wait_reactive *r, uint64_t h)
     r->next_check = h + 1;
 }
 
-/* The candidate to try now, or -1: the one due longest ago (the
- * candidates' order breaks ties), if the tries so far and this one's two
- * rounds (the settling one and at least one measured), at home's cost, are
- * within their share of the time. So tries take at most 1/PROBE_SHARE of
- * the time, plus what one try exceeds two rounds of home by; with many
- * ranks, where a round is long, the first comes later, and there is none
- * beyond TRY_RANKS_MAX ranks. */
-static int due_probe(const struct kb_run *run, uint64_t now, uint64_t h)
+static uint64_t slot_ns(const struct kb_wait_reactive *r)
+{
+    return ((uint64_t)r->nprocs + 1) * TRY_SLOT_PER_RANK_NS;
+}
+
+static uint64_t slot_of(const struct kb_wait_reactive *r, uint64_t now)
+{
+    return now / slot_ns(r);
+}
+
+/* Tries may begin only in slots that are multiples of this many: the
+ * power of two that makes a try of home's cost (a settling round and a
+ * window) at most 1/PROBE_SHARE of the period. Two processes of one shape
+ * whose costs are within 2x of each other mostly get the same period, and
+ * then the same slots. */
+static uint64_t try_period(const struct kb_wait_reactive *r)
+{
+    uint64_t try_ns = ((uint64_t)r->nprocs + 1 + PROBE_HANDOFFS) * r->est[r->home] * PROBE_SHARE;
+    uint64_t p = 1;
+    while (p * slot_ns(r) < try_ns)
+        p *= 2;
+    return p;
+}
+
+/* The candidate to try in slot `slot`, beginning at `at`, or -1: the one
+ * due longest ago (the candidates' order breaks ties), unless the tries
+ * so far took more than 1/PROBE_SHARE of the time up to a period after
+ * `at` (tries that ran longer than home's cost, which the period is
+ * made for, skip periods to pay it back), and none beyond TRY_RANKS_MAX
+ * ranks. */
+static int due_probe(const struct kb_run *run, uint64_t at, uint64_t slot)
 {
     const struct kb_wait_reactive *r = &run->reactive;
-    uint64_t round = ((uint64_t)run->nlive + 1) * r->est[r->home];
-    if ((unsigned)r->nprocs > TRY_RANKS_MAX ||
-        (r->probe_ns + 2 * round) * PROBE_SHARE > now - r->t_start + r->prior_ns)
+    uint64_t allowed = at - r->t_start + r->prior_ns + try_period(r) * slot_ns(r);
+    if ((unsigned)r->nprocs > TRY_RANKS_MAX || r->probe_ns * PROBE_SHARE > allowed)
         return -1;
     /* With as many ranks as CPUs a spinner holds the CPU a draining driver
      * needs: spin is tried only while rounds leave the driver out (it ran
      * no drain in home's last window). Its tries in loops that drain every
      * round lost (30-90 us per handoff) and left the looks that followed
      * in a slower placement: waits at 2 ranks, 1.4x forced look. */
-    int spin_ok = r->nprocs < r->ncpu || run->counters.driver_drains == r->d0;
+    int spin_ok = r->nprocs < r->ncpu || r->driver_out;
     int best = -1;
     for (int i = 0; i < r->ncand; i++) {
         int m = r->cand[i];
-        if (m != r->home && r->next_probe[m] <= h && (m != KB_WAIT_SPIN || spin_ok) &&
+        if (m != r->home && r->next_probe[m] <= slot && (m != KB_WAIT_SPIN || spin_ok) &&
             (best < 0 || r->next_probe[m] < r->next_probe[best]))
             best = m;
     }
     return best;
 }
 
-static void retry_soon(struct kb_wait_reactive *r, uint64_t h)
+/* Every mode may be tried again from slot `slot` on. */
+static void retry_soon(struct kb_wait_reactive *r, uint64_t slot)
 {
     for (int m = 0; m < KB_WAIT_MODES; m++) {
         r->backoff[m] = 1;
-        r->next_probe[m] = h;
+        r->next_probe[m] = slot;
     }
 }
 
+/* Home's window is whole: fold it into est[home] and open the next. */
 static void end_home_window(struct kb_run *run, uint64_t now, uint64_t h)
 {
     struct kb_wait_reactive *r = &run->reactive;
     uint64_t per = (now - r->t0 + r->bank_ns) / (h - r->h0 + r->bank_h);
     r->bank_ns = r->bank_h = 0;
+    r->driver_out = run->counters.driver_drains == r->d0;
     uint64_t *e = &r->est[r->home];
     *e = *e ? (3 * *e + per) / 4 : per;
     if (!r->est_at_choice || *e * DEGRADE_DEN < r->est_at_choice)
         r->est_at_choice = *e; /* first figure, or home got faster */
     else if (*e * DEGRADE_DEN > r->est_at_choice * DEGRADE_NUM) {
         r->est_at_choice = *e; /* home got slower: the load changed, try the others again */
-        retry_soon(r, h);
+        retry_soon(r, slot_of(r, now));
     }
-    int m = due_probe(run, now, h);
-    if (m < 0) {
-        open_window(run, PH_HOME, now, h);
+    open_window(run, PH_HOME, now, h);
+}
+
+/* A round boundary of home (its window whole, or a try waiting for its
+ * slot): fold the window; then pick the slot of the next try, or begin
+ * the try when its slot has come; else look again at the window's end,
+ * or nearer the slot. */
+static void home_boundary(struct kb_run *run, uint64_t now, uint64_t h)
+{
+    struct kb_wait_reactive *r = &run->reactive;
+    if (h - r->h0 + r->bank_h >= WINDOW_HANDOFFS)
+        end_home_window(run, now, h);
+    r->next_check = window_end(r);
+    if (r->try_at && now >= r->try_at + slot_ns(r))
+        r->try_at = 0; /* its slot passed in a pause (a timed kb_join returned): the next one */
+    if (!r->try_at) {
+        /* (The first try of a shape takes the next slot: learning starts
+         * as soon as home has a figure.) */
+        uint64_t p = r->probe_ns ? try_period(r) : 1, next = (slot_of(r, now) / p + 1) * p;
+        if (due_probe(run, next * slot_ns(r), next) < 0)
+            return;
+        r->try_at = next * slot_ns(r);
+    }
+    if (now < r->try_at) {
+        /* Every round once the slot is within a window of home's (so the
+         * try begins within a round of it), else halfway there. */
+        uint64_t per = r->est[r->home] ? r->est[r->home] : 1;
+        uint64_t left = (r->try_at - now) / per;
+        uint64_t at = left < WINDOW_HANDOFFS ? h + 1 : h + left / 2;
+        if (at < r->next_check)
+            r->next_check = at;
         return;
     }
+    r->try_at = 0;
+    int m = due_probe(run, now, slot_of(r, now));
+    if (m < 0)
+        return; /* (spin, the one candidate, waits for a window without drains) */
+    /* A partial window of home is dropped: the try's rounds are not home's. */
+    r->bank_ns = r->bank_h = 0;
     r->probes++;
     r->probe_t0 = now;
     set_mode(run, m);
@@ -202,13 +298,20 @@ static void probe_round(struct kb_run *run, uint64_t now, uint64_t h)
         r->home = m;
         r->switches++;
         r->est_at_choice = per;
-        retry_soon(r, h + (uint64_t)BACKOFF_GROWTH * WINDOW_HANDOFFS);
+        retry_soon(r, slot_of(r, now) + BACKOFF_GROWTH);
     } else {
         /* A try cut short (twice home's cost or worse) backs off twice as
          * many steps: such a mode is rarely close. */
-        unsigned b = r->backoff[m] * BACKOFF_GROWTH * (losing ? BACKOFF_GROWTH : 1);
-        r->backoff[m] = b > BACKOFF_MAX ? BACKOFF_MAX : b;
-        r->next_probe[m] = h + (uint64_t)r->backoff[m] * WINDOW_HANDOFFS;
+        uint64_t most = BACKOFF_MAX_NS / slot_ns(r) ? BACKOFF_MAX_NS / slot_ns(r) : 1;
+        uint64_t b = (uint64_t)r->backoff[m] * BACKOFF_GROWTH * (losing ? BACKOFF_GROWTH : 1);
+        /* A gathered look that lost may have shared its CPU with another
+         * process gathered there too: the next gathering takes the next
+         * turn (rank_seat.c), and the first GATHER_TURNS_FREE turns are
+         * tried at the next slot, where such a process tries again too. */
+        if (m == KB_WAIT_LOOK && r->nprocs > r->ncpu && ++r->gather_turn <= GATHER_TURNS_FREE)
+            b = r->backoff[m];
+        r->backoff[m] = (unsigned)(b > most ? most : b);
+        r->next_probe[m] = slot_of(r, now) + r->backoff[m];
         set_mode(run, r->home);
     }
     /* The settling round after a try still wakes ranks that waited the
@@ -247,7 +350,7 @@ void kb__wait_reactive_step(struct kb_run *run, uint64_t now)
         open_window(run, r->mode == r->home ? PH_HOME : PH_PROBE, now, h);
         break;
     case PH_HOME:
-        end_home_window(run, now, h);
+        home_boundary(run, now, h);
         break;
     default:
         probe_round(run, now, h);
@@ -285,6 +388,7 @@ static void resume(struct kb_wait_reactive *r, const struct kb_wait_shape *sh)
     for (int m = 0; m < KB_WAIT_MODES; m++)
         r->backoff[m] = sh->backoff[m] ? sh->backoff[m] : 1;
     r->est_at_choice = sh->est_at_choice;
+    r->gather_turn = sh->gather_turn;
     r->prior_ns = sh->elapsed_ns;
     r->probe_ns = sh->probe_ns;
 }
@@ -305,6 +409,7 @@ void kb__wait_reactive_start(struct kb_run *run, int nprocs, int ncpu, int home,
     int i = cycle ? -1 : shape_index(mem, nprocs, ncpu);
     if (i >= 0 && is_candidate(r, mem->shape[i].home) && mem->shape[i].est[mem->shape[i].home])
         resume(r, &mem->shape[i]);
+    r->mode = -1;
     set_mode(run, r->home);
     /* The first round starts the threads (their first waits are the
      * worker's, not the mode's): settle through it. */
@@ -322,18 +427,18 @@ void kb__wait_reactive_save(const struct kb_run *run, struct kb_wait_memory *mem
             if (mem->shape[j].used < mem->shape[i].used)
                 i = j;
     struct kb_wait_shape *sh = &mem->shape[i];
-    uint64_t h = run->counters.handoffs;
     sh->nprocs = r->nprocs;
     sh->ncpu = r->ncpu;
     sh->used = ++mem->uses;
     sh->home = r->home;
     memcpy(sh->est, r->est, sizeof sh->est);
+    /* (A try the run ended in gave no figure: it was due, and is.) */
     for (int m = 0; m < KB_WAIT_MODES; m++) {
         sh->backoff[m] = r->backoff[m];
-        /* (A try the run ended in gave no figure: it was due, and is.) */
-        sh->due[m] = r->next_probe[m] > h ? r->next_probe[m] - h : 0;
+        sh->due[m] = r->next_probe[m];
     }
     sh->est_at_choice = r->est_at_choice;
+    sh->gather_turn = r->gather_turn;
     uint64_t in_try = r->mode != r->home || r->after_probe ? r->t_last - r->probe_t0 : 0;
     sh->elapsed_ns = r->prior_ns + (r->t_start ? r->t_last - r->t_start : 0);
     sh->probe_ns = r->probe_ns + in_try;

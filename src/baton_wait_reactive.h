@@ -41,9 +41,11 @@ struct kb_wait_shape {
     int home;         /* the mode chosen at the end */
     uint64_t est[KB_WAIT_MODES];
     unsigned backoff[KB_WAIT_MODES];
-    /* handoffs before the mode may be tried, counted from the next spawn's start */
+    /* the slot (baton_wait_reactive.c: the monotonic clock over the
+     * shape's slot length) from which the mode may be tried */
     uint64_t due[KB_WAIT_MODES];
     uint64_t est_at_choice;
+    unsigned gather_turn;          /* rank_seat.h: kb__seat_gather */
     uint64_t elapsed_ns, probe_ns; /* measured time at this shape, and the tries' part of it */
 };
 
@@ -64,8 +66,10 @@ struct kb_wait_reactive {
     int nudged;                  /* some mode with nudges was used: kb__wait_nudges must look */
     uint64_t next_check;         /* handoffs at which a round boundary next looks (one compare per round) */
     uint64_t t0, h0, d0;         /* the open window: its start (ns), handoffs and driver drains then */
+    int driver_out;              /* the driver ran no drain in home's last whole window */
     uint64_t bank_ns, bank_h;    /* home's window before the pauses it spans (kb__wait_reactive_pause) */
     uint64_t t_start;            /* when the first window opened (ns): the time tries are rationed against */
+    uint64_t try_at;             /* a try is due: the slot start it waits for (ns), else 0 */
     uint64_t probe_t0;           /* when the current try began (its settling round included) */
     uint64_t probe_ns;           /* time spent in tries so far (earlier spawns' included, when resumed) */
     uint64_t prior_ns;           /* measured time of earlier spawns of this shape on the ctx */
@@ -73,9 +77,10 @@ struct kb_wait_reactive {
     int after_probe;             /* the settling round follows a try: its time is the try's */
     int resumed;                 /* started from a kb_wait_shape */
     uint64_t est[KB_WAIT_MODES]; /* ns per handoff, 0 = not measured */
-    uint64_t next_probe[KB_WAIT_MODES]; /* handoffs after which the mode may be tried again */
-    unsigned backoff[KB_WAIT_MODES];    /* windows between two tries of the mode */
+    uint64_t next_probe[KB_WAIT_MODES]; /* the slot from which the mode may be tried again */
+    unsigned backoff[KB_WAIT_MODES];    /* slots between two tries of the mode */
     uint64_t est_at_choice;             /* est[home] when home was last chosen or confirmed */
+    unsigned gather_turn;               /* kb__seat_gather's turn: tries of a gathered look that lost */
     uint64_t switches, probes;
 };
 

@@ -26,11 +26,13 @@ void kb__seat_resolve(struct kb_run *run);
  * next suspension (nothing when the run seats none). */
 void kb__seat_arm(struct kb_run *run);
 
-/* Holder: rank_wait has just lost its nudges; every rank moves, at its
- * next suspension, to the CPU the holder runs on (one of the two seats),
- * where the kernel may spread them again as it likes (nothing when the run
- * seats none). */
-void kb__seat_gather(struct kb_run *run);
+/* Holder: rank_wait has just lost its nudges, or starts looking with
+ * more ranks than CPUs; every rank moves, at its next suspension, to one
+ * CPU, where the kernel may spread them again as it likes (nothing when
+ * the run seats none). Turn 0 gathers on the driver's CPU (seat 1); turn
+ * k > 0 on the seat bit k - 1 of the process id picks (rank_seat.c says
+ * why). */
+void kb__seat_gather(struct kb_run *run, unsigned turn);
 
 /* Rank, holding the baton, before it passes it on: seat itself if the run
  * asked since it last did. One compare otherwise. */

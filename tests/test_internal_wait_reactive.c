@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -23,11 +24,14 @@
 /* Handoffs per window of the mode in use, and per try, as the policy
  * defines them (baton_wait_reactive.c); the tries' share of the time; the
  * handoffs after which a losing try is judged. */
-#define WINDOW      256u
-#define TRY         256u
-#define SHARE       32u
-#define MIN_JUDGE   16u
-#define BACKOFF_MAX 1024u /* windows */
+#define WINDOW    256u
+#define TRY       256u
+#define SHARE     32u
+#define MIN_JUDGE 16u
+/* Tries begin at slot starts, (nprocs + 1) * 2^19 ns apart; a back-off
+ * stops growing at 2^30 ns of slots. */
+#define SLOT_PER_RANK  (1ull << 19)
+#define BACKOFF_MAX_NS (1ull << 30)
 
 struct sim {
     struct kb_run run;
@@ -142,11 +146,14 @@ static void test_tries_take_at_most_a_thirty_second_of_the_time(void **state)
         uint64_t t0 = s.now;
         for (int k = 0; k < 200; k++) {
             sim_rounds(&s, 500);
-            /* The share is checked before each try, with a try's size at
-             * home's cost: one try (its settling round, its window and the
-             * round that crosses it, in the slowest mode) may overshoot. */
+            /* Tries begin at slots a period apart, the period made for a
+             * try at home's cost (2 us), and are checked against the share
+             * of the time up to a period after them: one try (its
+             * settling round, its window and the round that crosses it,
+             * in the slowest mode) may overshoot, and a period's share. */
             uint64_t one_try = (2 * (uint64_t)(n + 1) + TRY) * 3000;
-            assert_true(s.try_ns <= (s.now - t0) / SHARE + one_try);
+            uint64_t period = 2 * ((uint64_t)n + 1 + TRY) * 2000 * SHARE + (uint64_t)(n + 1) * SLOT_PER_RANK;
+            assert_true(s.try_ns <= (s.now - t0 + period) / SHARE + one_try);
         }
         assert_true(s.run.reactive.probes > 0);
     }
@@ -207,12 +214,64 @@ static void test_a_try_of_nudges_is_seated_and_the_ranks_gathered_after_it_loses
     (void)state;
     struct sim s; /* look home, nudge tried and losing */
     sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 5000, 0});
-    assert_int_equal(s.run.seat.epoch, 0); /* looks start where the kernel put the threads */
     int tries = sim_rounds_counting_nudge_stretches(&s, 3000);
     assert_true(tries > 0);
     assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
-    assert_int_equal(s.run.seat.epoch, 2 * (unsigned)tries); /* seated for each, gathered after */
+    /* seated for each try of nudges, and gathered after every try (looks
+     * after another mode start gathered: more ranks than CPUs) */
+    assert_int_equal(s.run.seat.epoch, (unsigned)tries + (unsigned)s.run.reactive.probes);
     assert_int_equal(s.run.seat.gather, 0);
+}
+
+static void test_looks_after_another_mode_start_gathered_only_with_more_ranks_than_cpus(void **state)
+{
+    (void)state;
+    static const int LOOK_SLEEP[] = {KB_WAIT_LOOK, KB_WAIT_SLEEP};
+    struct sim s; /* a spawn's first looks start where the kernel put the threads */
+    sim_start_with(&s, 8, KB_WAIT_LOOK, (uint64_t[]){2000, 2000, 9000, 0}, LOOK_SLEEP, 2, NULL);
+    assert_int_equal(s.run.seat.epoch, 0);
+    while (s.run.reactive.probes == 0) /* a try of sleep, then looks again */
+        sim_rounds(&s, 1);
+    assert_int_equal(s.run.reactive.mode, KB_WAIT_SLEEP);
+    assert_int_equal(s.run.seat.epoch, 0);
+    while (s.run.reactive.mode != KB_WAIT_LOOK)
+        sim_rounds(&s, 1);
+    assert_int_equal(s.run.seat.epoch, 1);
+    assert_int_equal(s.run.seat.gather, 0);
+    /* Two ranks on two CPUs: every rank has a CPU, the looks stay put. */
+    static const int LOOK_SPIN[] = {KB_WAIT_LOOK, KB_WAIT_SPIN};
+    sim_start_with(&s, 2, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 9000, 2000}, LOOK_SPIN, 2, NULL);
+    while (s.run.reactive.probes == 0 || s.run.reactive.mode != KB_WAIT_LOOK)
+        sim_rounds(&s, 1);
+    assert_int_equal(s.run.seat.epoch, 0);
+    assert_int_equal(s.run.seat.gather, -1);
+}
+
+/* Nudges home at 64 ranks, looks tried and losing (cut short); the
+ * driver's CPU (seat 1) is 7, the other seat 5. */
+static void
+test_each_try_of_gathered_looks_that_lost_moves_the_next_gathering_by_the_pids_next_bit(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_start(&s, 64, KB_WAIT_NUDGE, (uint64_t[]){9000, 5000, 2000, 0});
+    s.run.seat.cpu[0] = 5;
+    s.run.seat.cpu[1] = 7;
+    unsigned pid = (unsigned)getpid();
+    int tries = 0, was = 0;
+    for (long i = 0; i < 400000 && tries < 5; i++) {
+        sim_rounds(&s, 1);
+        int looking = s.run.reactive.mode == KB_WAIT_LOOK;
+        if (looking && !was) { /* the try before each lost: its turn is the count of them */
+            int other = tries > 0 && ((pid >> (tries - 1)) & 1u);
+            assert_int_equal(s.run.seat.gather, other ? 5 : 7);
+            assert_int_equal(s.run.reactive.gather_turn, (unsigned)tries);
+            tries++;
+        }
+        was = looking;
+    }
+    assert_int_equal(tries, 5);
+    assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
 }
 
 static void test_a_try_of_nudges_that_wins_stays_seated(void **state)
@@ -225,6 +284,30 @@ static void test_a_try_of_nudges_that_wins_stays_seated(void **state)
     assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
     assert_int_equal(s.run.seat.epoch, 1); /* seated when the try began, not again */
     assert_int_equal(s.run.seat.gather, -1);
+}
+
+static void test_tries_begin_at_the_starts_of_slots_of_the_clock_whatever_the_cost(void **state)
+{
+    (void)state;
+    /* Two processes of one shape measuring different costs try in the
+     * same slots: a try begins within a round of a slot's start. */
+    for (uint64_t cost = 1000; cost <= 8000; cost *= 2) {
+        struct sim s;
+        sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, cost, 2 * cost, 0});
+        uint64_t slot = 9 * SLOT_PER_RANK, round = 9 * cost; /* a round of home, looking */
+        int tries = 0, was = 0;
+        for (long i = 0; i < 200000 && tries < 4; i++) {
+            uint64_t t = s.now;
+            sim_rounds(&s, 1);
+            int trying = s.run.reactive.mode != KB_WAIT_LOOK;
+            if (trying && !was) { /* it began at the boundary at t */
+                assert_true(t % slot < round);
+                tries++;
+            }
+            was = trying;
+        }
+        assert_int_equal(tries, 4);
+    }
 }
 
 static void test_nudges_as_home_are_seated_again_after_each_try_of_another_mode(void **state)
@@ -256,6 +339,26 @@ static void test_a_try_of_a_much_slower_mode_is_cut_short(void **state)
     assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
 }
 
+static void test_a_try_whose_slot_passed_in_a_pause_begins_at_the_next_slot(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, 2000, 1000, 0});
+    while (!s.run.reactive.try_at) /* a try is due, waiting for its slot */
+        sim_rounds(&s, 1);
+    assert_int_equal(s.run.reactive.mode, KB_WAIT_LOOK);
+    uint64_t slot = 9 * SLOT_PER_RANK, round = 9 * 2000;
+    kb__wait_reactive_pause_at(&s.run, s.now);
+    s.now += 10 * slot + slot / 2; /* the caller away ten and a half slots between two kb_joins */
+    kb__wait_reactive_restart(&s.run);
+    uint64_t t = s.now;
+    while (s.run.reactive.mode == KB_WAIT_LOOK) {
+        t = s.now;
+        sim_rounds(&s, 1);
+    }
+    assert_true(t % slot < round);
+}
+
 static void test_a_mode_that_lost_is_tried_less_and_less_often(void **state)
 {
     (void)state;
@@ -264,28 +367,28 @@ static void test_a_mode_that_lost_is_tried_less_and_less_often(void **state)
     uint64_t starts[16];
     int nstarts = 0;
     int was_trying_nudge = 0;
-    for (long i = 0; i < 400000 && nstarts < 7; i++) {
+    for (long i = 0; i < 2000000 && nstarts < 7; i++) {
         sim_rounds(&s, 1);
         int trying_nudge = s.run.reactive.mode == KB_WAIT_NUDGE;
         if (trying_nudge && !was_trying_nudge)
-            starts[nstarts++] = s.run.counters.handoffs;
+            starts[nstarts++] = s.now;
         was_trying_nudge = trying_nudge;
     }
     assert_true(nstarts >= 5);
     for (int i = 0; i < nstarts; i++)
-        print_message("try %d of nudge at handoff %llu\n", i, (unsigned long long)starts[i]);
-    /* The gaps never shrink (the backoff grows fourfold; the first ones are
-     * the time share's, which is of the same size each time), they reach
-     * the cap, and never pass it: a change of load is noticed within
-     * BACKOFF_MAX windows. */
+        print_message("try %d of nudge at %llu ns\n", i, (unsigned long long)starts[i]);
+    /* The gaps never shrink (the back-off grows fourfold in slots), they
+     * reach the cap, and never pass it by more than a slot: a change of
+     * load is noticed within about BACKOFF_MAX_NS. */
+    uint64_t slot = 9 * SLOT_PER_RANK, most = BACKOFF_MAX_NS / slot * slot;
     for (int i = 2; i < nstarts; i++) {
         uint64_t gap = starts[i] - starts[i - 1], before = starts[i - 1] - starts[i - 2];
-        assert_true(gap + 9 >= before); /* within a round */
+        assert_true(gap + slot >= before);
     }
     assert_true(starts[3] - starts[2] < starts[nstarts - 1] - starts[nstarts - 2]);
     for (int i = 1; i < nstarts; i++)
-        assert_true(starts[i] - starts[i - 1] <= (BACKOFF_MAX + 2) * WINDOW);
-    assert_true(starts[nstarts - 1] - starts[nstarts - 2] >= BACKOFF_MAX * WINDOW); /* the cap was reached */
+        assert_true(starts[i] - starts[i - 1] <= most + 2 * slot);
+    assert_true(starts[nstarts - 1] - starts[nstarts - 2] >= most - slot); /* the cap was reached */
     assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
 }
 
@@ -478,6 +581,23 @@ static void test_a_spawn_of_a_remembered_shape_starts_in_the_mode_the_last_one_e
     assert_int_equal(s.run.reactive.switches, 0);
 }
 
+static void test_a_spawn_of_a_remembered_shape_gathers_on_the_turn_the_last_one_reached(void **state)
+{
+    (void)state;
+    static const uint64_t cost[KB_WAIT_MODES] = {9000, 5000, 2000, 0};
+    struct kb_wait_memory mem;
+    memset(&mem, 0, sizeof mem);
+    struct sim s; /* nudges home at 64 ranks, looks tried and losing */
+    sim_start_on(&s, 64, KB_WAIT_NUDGE, cost, &mem);
+    sim_rounds(&s, 200000);
+    unsigned turn = s.run.reactive.gather_turn;
+    assert_true(turn > 0);
+    kb__wait_reactive_save(&s.run, &mem);
+    sim_start_on(&s, 64, KB_WAIT_NUDGE, cost, &mem);
+    assert_true(s.run.reactive.resumed);
+    assert_int_equal(s.run.reactive.gather_turn, turn);
+}
+
 static void test_a_resumed_spawn_does_not_try_again_at_once_what_lost_before(void **state)
 {
     (void)state;
@@ -489,9 +609,9 @@ static void test_a_resumed_spawn_does_not_try_again_at_once_what_lost_before(voi
     struct sim fresh;
     sim_start(&fresh, 8, KB_WAIT_LOOK, cost);
     sim_start_on(&s, 8, KB_WAIT_LOOK, cost, &mem);
-    sim_rounds(&fresh, 2000);
-    sim_rounds(&s, 2000);
-    print_message("tries in 2000 rounds: fresh %llu, resumed %llu\n",
+    sim_rounds(&fresh, 4000);
+    sim_rounds(&s, 4000);
+    print_message("tries in 4000 rounds: fresh %llu, resumed %llu\n",
                   (unsigned long long)fresh.run.reactive.probes, (unsigned long long)s.run.reactive.probes);
     assert_true(fresh.run.reactive.probes >= 2);
     assert_int_equal(s.run.reactive.probes, 0);
@@ -576,9 +696,14 @@ int main(void)
         cmocka_unit_test(
             test_with_as_many_ranks_as_cpus_spin_is_tried_only_while_rounds_leave_the_driver_out),
         cmocka_unit_test(test_a_try_of_nudges_is_seated_and_the_ranks_gathered_after_it_loses),
+        cmocka_unit_test(test_looks_after_another_mode_start_gathered_only_with_more_ranks_than_cpus),
+        cmocka_unit_test(
+            test_each_try_of_gathered_looks_that_lost_moves_the_next_gathering_by_the_pids_next_bit),
         cmocka_unit_test(test_a_try_of_nudges_that_wins_stays_seated),
+        cmocka_unit_test(test_tries_begin_at_the_starts_of_slots_of_the_clock_whatever_the_cost),
         cmocka_unit_test(test_nudges_as_home_are_seated_again_after_each_try_of_another_mode),
         cmocka_unit_test(test_a_try_of_a_much_slower_mode_is_cut_short),
+        cmocka_unit_test(test_a_try_whose_slot_passed_in_a_pause_begins_at_the_next_slot),
         cmocka_unit_test(test_a_mode_that_lost_is_tried_less_and_less_often),
         cmocka_unit_test(test_a_mode_whose_tries_are_cut_short_backs_off_faster),
         cmocka_unit_test(test_when_its_mode_slows_down_it_tries_the_others_again_and_moves),
@@ -589,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_wait_mode_names),
         cmocka_unit_test(test_the_settling_round_after_a_try_counts_as_the_trys_time),
         cmocka_unit_test(test_a_spawn_of_a_remembered_shape_starts_in_the_mode_the_last_one_ended_in),
+        cmocka_unit_test(test_a_spawn_of_a_remembered_shape_gathers_on_the_turn_the_last_one_reached),
         cmocka_unit_test(test_a_resumed_spawn_does_not_try_again_at_once_what_lost_before),
         cmocka_unit_test(test_a_resumed_mode_that_got_slower_is_left_for_a_faster_one),
         cmocka_unit_test(test_a_spawn_of_another_shape_starts_from_the_choice_it_is_given),
