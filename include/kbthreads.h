@@ -409,11 +409,16 @@ typedef struct kb_spawn_opts {
      *  suspension once the run waits in nudges (for good, or while the
      *  reactive policy tries them), moves itself onto one of two
      *  alternating CPUs of the driver's (even ranks one, odd ranks the
-     *  other), and at its first suspension once nudges end, onto the CPU
-     *  the holder ran on then; each time it at once sets its affinity
-     *  back as it was: no thread is left confined, and rank code never
-     *  sees its mask changed (kb_spawn_stats.wait_seats counts these
-     *  moves).
+     *  other), and at its first suspension once nudges end (or, with more
+     *  ranks than CPUs, once looks follow another mode), onto one CPU for
+     *  all, the driver's as the spawn began (after a try of such looks
+     *  lost: that or the other, by a bit of the process id); each time it
+     *  at once sets its affinity back as it was: no thread is left
+     *  confined, and rank code never sees its mask changed
+     *  (kb_spawn_stats.wait_seats counts these moves). The reactive
+     *  policy's tries begin at slots of the monotonic clock that depend
+     *  on the rank count alone, so two processes of one shape try at
+     *  once.
      *  KB_AFFINITY_ONE_CPU: pin every rank thread and the driver to the CPU
      *  the driver is on when the spawn starts (only one runs at a time, so
      *  nothing is lost, and a handoff stays on one CPU's caches); the
@@ -579,9 +584,10 @@ typedef struct kb_spawn_stats {
      *  ranks on one, odd on the other) when a stretch of nudging began
      *  (the spawn's start, a switch to nudges, a try of them by the
      *  reactive policy), or onto one CPU for all when such a stretch
-     *  ended; with the default affinity on two or more CPUs, at most
-     *  once per rank and stretch. 0 without nudges, with an affinity
-     *  option, on one CPU or where threads cannot be pinned
+     *  ended or, with more ranks than CPUs, when looks followed another
+     *  mode; with the default affinity on two or more CPUs, at most once
+     *  per rank and stretch. 0 without nudges or a change of mode, with
+     *  an affinity option, on one CPU or where threads cannot be pinned
      *  (docs/design.md, "Seating"). */
     uint64_t wait_seats;
 } kb_spawn_stats;
