@@ -7,8 +7,9 @@
  *
  * The fields are (B) (run->seat, kb_rank.seat_epoch): the driver chooses
  * the CPUs at resolution, the holder asks for a seating when rank_wait
- * gains nudges and for a gathering when it loses them, and each rank
- * moves itself, holding the baton, at its next suspension.
+ * gains nudges and for a gathering when it loses them (or, with more
+ * ranks than CPUs, when looks follow another mode), and each rank moves
+ * itself, holding the baton, at its next suspension.
  */
 #ifndef KB_RANK_SEAT_H
 #define KB_RANK_SEAT_H

@@ -274,6 +274,29 @@ test_each_try_of_gathered_looks_that_lost_moves_the_next_gathering_by_the_pids_n
     assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
 }
 
+static void test_the_first_four_turns_of_gathered_looks_are_tried_without_backing_off(void **state)
+{
+    (void)state;
+    struct sim s; /* nudges home at 64 ranks, looks 2.5x slower: every try cut short */
+    sim_start(&s, 64, KB_WAIT_NUDGE, (uint64_t[]){9000, 5000, 2000, 0});
+    uint64_t starts[6], slot = 65 * SLOT_PER_RANK;
+    int tries = 0, was = 0;
+    for (long i = 0; i < 400000 && tries < 6; i++) {
+        uint64_t t = s.now;
+        sim_rounds(&s, 1);
+        int looking = s.run.reactive.mode == KB_WAIT_LOOK;
+        if (looking && !was)
+            starts[tries++] = t;
+        was = looking;
+    }
+    assert_int_equal(tries, 6);
+    /* turns 1-4 in the next slots (the period is one slot here) ... */
+    for (int i = 1; i < 5; i++)
+        assert_true(starts[i] - starts[i - 1] <= 2 * slot);
+    /* ... and the fifth loss, cut short, backs off 16 slots */
+    assert_true(starts[5] - starts[4] >= 15 * slot);
+}
+
 static void test_a_try_of_nudges_that_wins_stays_seated(void **state)
 {
     (void)state;
@@ -699,6 +722,7 @@ int main(void)
         cmocka_unit_test(test_looks_after_another_mode_start_gathered_only_with_more_ranks_than_cpus),
         cmocka_unit_test(
             test_each_try_of_gathered_looks_that_lost_moves_the_next_gathering_by_the_pids_next_bit),
+        cmocka_unit_test(test_the_first_four_turns_of_gathered_looks_are_tried_without_backing_off),
         cmocka_unit_test(test_a_try_of_nudges_that_wins_stays_seated),
         cmocka_unit_test(test_tries_begin_at_the_starts_of_slots_of_the_clock_whatever_the_cost),
         cmocka_unit_test(test_nudges_as_home_are_seated_again_after_each_try_of_another_mode),
