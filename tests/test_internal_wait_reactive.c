@@ -19,19 +19,8 @@
 
 #include "baton_wait_policy.h"
 #include "baton_wait_reactive.h"
+#include "baton_wait_reactive_tuning.h" /* the policy's constants, not copies */
 #include "run.h"
-
-/* Handoffs per window of the mode in use, and per try, as the policy
- * defines them (baton_wait_reactive.c); the tries' share of the time; the
- * handoffs after which a losing try is judged. */
-#define WINDOW    256u
-#define TRY       256u
-#define SHARE     32u
-#define MIN_JUDGE 16u
-/* Tries begin at slot starts, (nprocs + 1) * 2^19 ns apart; a back-off
- * stops growing at 2^30 ns of slots. */
-#define SLOT_PER_RANK  (1ull << 19)
-#define BACKOFF_MAX_NS (1ull << 30)
 
 struct sim {
     struct kb_run run;
@@ -151,9 +140,10 @@ static void test_tries_take_at_most_a_thirty_second_of_the_time(void **state)
              * of the time up to a period after them: one try (its
              * settling round, its window and the round that crosses it,
              * in the slowest mode) may overshoot, and a period's share. */
-            uint64_t one_try = (2 * (uint64_t)(n + 1) + TRY) * 3000;
-            uint64_t period = 2 * ((uint64_t)n + 1 + TRY) * 2000 * SHARE + (uint64_t)(n + 1) * SLOT_PER_RANK;
-            assert_true(s.try_ns <= (s.now - t0 + period) / SHARE + one_try);
+            uint64_t one_try = (2 * (uint64_t)(n + 1) + PROBE_HANDOFFS) * 3000;
+            uint64_t period = 2 * ((uint64_t)n + 1 + PROBE_HANDOFFS) * 2000 * PROBE_SHARE +
+                              (uint64_t)(n + 1) * TRY_SLOT_PER_RANK_NS;
+            assert_true(s.try_ns <= (s.now - t0 + period) / PROBE_SHARE + one_try);
         }
         assert_true(s.run.reactive.probes > 0);
     }
@@ -279,9 +269,10 @@ static void test_the_first_four_turns_of_gathered_looks_are_tried_without_backin
     (void)state;
     struct sim s; /* nudges home at 64 ranks, looks 2.5x slower: every try cut short */
     sim_start(&s, 64, KB_WAIT_NUDGE, (uint64_t[]){9000, 5000, 2000, 0});
-    uint64_t starts[6], slot = 65 * SLOT_PER_RANK;
+    enum { FREE = GATHER_TURNS_FREE, TRIES = FREE + 2 };
+    uint64_t starts[TRIES], slot = 65 * TRY_SLOT_PER_RANK_NS;
     int tries = 0, was = 0;
-    for (long i = 0; i < 400000 && tries < 6; i++) {
+    for (long i = 0; i < 400000 && tries < TRIES; i++) {
         uint64_t t = s.now;
         sim_rounds(&s, 1);
         int looking = s.run.reactive.mode == KB_WAIT_LOOK;
@@ -289,12 +280,12 @@ static void test_the_first_four_turns_of_gathered_looks_are_tried_without_backin
             starts[tries++] = t;
         was = looking;
     }
-    assert_int_equal(tries, 6);
-    /* turns 1-4 in the next slots (the period is one slot here) ... */
-    for (int i = 1; i < 5; i++)
+    assert_int_equal(tries, TRIES);
+    /* the free turns in the next slots (the period is one slot here) ... */
+    for (int i = 1; i <= FREE; i++)
         assert_true(starts[i] - starts[i - 1] <= 2 * slot);
-    /* ... and the fifth loss, cut short, backs off 16 slots */
-    assert_true(starts[5] - starts[4] >= 15 * slot);
+    /* ... and the next loss, cut short, backs off BACKOFF_GROWTH^2 slots */
+    assert_true(starts[FREE + 1] - starts[FREE] >= (BACKOFF_GROWTH * BACKOFF_GROWTH - 1) * slot);
 }
 
 static void test_a_try_of_nudges_that_wins_stays_seated(void **state)
@@ -317,7 +308,7 @@ static void test_tries_begin_at_the_starts_of_slots_of_the_clock_whatever_the_co
     for (uint64_t cost = 1000; cost <= 8000; cost *= 2) {
         struct sim s;
         sim_start(&s, 8, KB_WAIT_LOOK, (uint64_t[]){9000, cost, 2 * cost, 0});
-        uint64_t slot = 9 * SLOT_PER_RANK, round = 9 * cost; /* a round of home, looking */
+        uint64_t slot = 9 * TRY_SLOT_PER_RANK_NS, round = 9 * cost; /* a round of home, looking */
         int tries = 0, was = 0;
         for (long i = 0; i < 200000 && tries < 4; i++) {
             uint64_t t = s.now;
@@ -356,9 +347,9 @@ static void test_a_try_of_a_much_slower_mode_is_cut_short(void **state)
     uint64_t tries = s.run.reactive.probes;
     assert_true(tries >= 2);
     /* Per try: a settling round, then the rounds up to the boundary where
-     * it has MIN_JUDGE handoffs, judged there, far more than twice home's cost. */
+     * it has MIN_JUDGE_HANDOFFS handoffs, judged there, far more than twice home's cost. */
     uint64_t round = 250000u * 3;
-    assert_true(s.try_ns <= tries * (round + (MIN_JUDGE + 3) * 250000u));
+    assert_true(s.try_ns <= tries * (round + (MIN_JUDGE_HANDOFFS + 3) * 250000u));
     assert_int_equal(s.run.reactive.home, KB_WAIT_LOOK);
 }
 
@@ -370,7 +361,7 @@ static void test_a_try_whose_slot_passed_in_a_pause_begins_at_the_next_slot(void
     while (!s.run.reactive.try_at) /* a try is due, waiting for its slot */
         sim_rounds(&s, 1);
     assert_int_equal(s.run.reactive.mode, KB_WAIT_LOOK);
-    uint64_t slot = 9 * SLOT_PER_RANK, round = 9 * 2000;
+    uint64_t slot = 9 * TRY_SLOT_PER_RANK_NS, round = 9 * 2000;
     kb__wait_reactive_pause_at(&s.run, s.now);
     s.now += 10 * slot + slot / 2; /* the caller away ten and a half slots between two kb_joins */
     kb__wait_reactive_restart(&s.run);
@@ -403,7 +394,7 @@ static void test_a_mode_that_lost_is_tried_less_and_less_often(void **state)
     /* The gaps never shrink (the back-off grows fourfold in slots), they
      * reach the cap, and never pass it by more than a slot: a change of
      * load is noticed within about BACKOFF_MAX_NS. */
-    uint64_t slot = 9 * SLOT_PER_RANK, most = BACKOFF_MAX_NS / slot * slot;
+    uint64_t slot = 9 * TRY_SLOT_PER_RANK_NS, most = BACKOFF_MAX_NS / slot * slot;
     for (int i = 2; i < nstarts; i++) {
         uint64_t gap = starts[i] - starts[i - 1], before = starts[i - 1] - starts[i - 2];
         assert_true(gap + slot >= before);
@@ -442,10 +433,11 @@ static void test_a_mode_whose_tries_are_cut_short_backs_off_faster(void **state)
     for (int i = 0; i < 3; i++)
         print_message("try %d of nudge: close at %llu, far at %llu\n", i, (unsigned long long)a[i],
                       (unsigned long long)b[i]);
-    /* After two losses cut short: 16 x 16 windows; after two close ones,
-     * 4 x 4 (or what the time share asks, which is less here). */
-    assert_true(b[2] - b[1] >= 16 * 16 * WINDOW);
-    assert_true(a[2] - a[1] < 16 * 16 * WINDOW);
+    /* After two losses cut short: (growth^2)^2 windows; after two close
+     * ones, growth^2 (or what the time share asks, which is less here). */
+    uint64_t cut = BACKOFF_GROWTH * BACKOFF_GROWTH;
+    assert_true(b[2] - b[1] >= cut * cut * WINDOW_HANDOFFS);
+    assert_true(a[2] - a[1] < cut * cut * WINDOW_HANDOFFS);
 }
 
 static void test_when_its_mode_slows_down_it_tries_the_others_again_and_moves(void **state)
@@ -462,7 +454,7 @@ static void test_when_its_mode_slows_down_it_tries_the_others_again_and_moves(vo
     assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
     /* the moving average crosses the threshold in a few windows; then tries
      * wait only for their share */
-    assert_true(s.run.counters.handoffs - h0 < 40 * WINDOW);
+    assert_true(s.run.counters.handoffs - h0 < 40 * WINDOW_HANDOFFS);
 }
 
 static void test_a_restart_drops_the_open_window_and_any_try(void **state)
@@ -654,7 +646,7 @@ static void test_a_resumed_mode_that_got_slower_is_left_for_a_faster_one(void **
     while (s.run.reactive.home == KB_WAIT_LOOK && s.run.counters.handoffs < 1000000)
         sim_rounds(&s, 1);
     assert_int_equal(s.run.reactive.home, KB_WAIT_NUDGE);
-    assert_true(s.run.counters.handoffs < 40 * WINDOW);
+    assert_true(s.run.counters.handoffs < 40 * WINDOW_HANDOFFS);
 }
 
 static void test_a_spawn_of_another_shape_starts_from_the_choice_it_is_given(void **state)
