@@ -31,6 +31,7 @@
 
 static PyObject *kb_error; /* kbthreads._errors.KbError(code, what), given by init() */
 PyObject *accel_str_engine, *accel_str_wait, *accel_str_driver_wait, *accel_str_meta;
+PyObject *accel_str_engine_takes_meta;
 PyObject *accel_str_bind_hook, *accel_str_abort_hook;
 
 /* ---- errors ------------------------------------------------------------------ */
@@ -239,9 +240,10 @@ static int intern_names(void)
     accel_str_wait = PyUnicode_InternFromString("wait");
     accel_str_driver_wait = PyUnicode_InternFromString("_driver_wait");
     accel_str_meta = PyUnicode_InternFromString("_meta");
+    accel_str_engine_takes_meta = PyUnicode_InternFromString("_engine_takes_meta");
     accel_str_bind_hook = PyUnicode_InternFromString("_bind_hook");
     accel_str_abort_hook = PyUnicode_InternFromString("_abort_hook");
-    return accel_str_engine && accel_str_wait && accel_str_driver_wait && accel_str_meta &&
+    return accel_str_engine && accel_str_wait && accel_str_driver_wait && accel_str_meta && accel_str_engine_takes_meta &&
                    accel_str_bind_hook && accel_str_abort_hook
                ? 0
                : -1;

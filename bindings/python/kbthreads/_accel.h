@@ -41,6 +41,7 @@ extern PyTypeObject accel_core_type;
 
 /* Interned attribute names (made by the module's init). */
 extern PyObject *accel_str_engine, *accel_str_wait, *accel_str_driver_wait, *accel_str_meta;
+extern PyObject *accel_str_engine_takes_meta;
 extern PyObject *accel_str_bind_hook, *accel_str_abort_hook;
 
 /* Raise KbError(rc, what). Returns NULL. */

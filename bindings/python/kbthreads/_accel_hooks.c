@@ -42,10 +42,27 @@ static PyObject *take_exception(void)
 #endif
 }
 
+/* The meta object of a collective's token when the Context's engine takes
+ * it (a new reference), else NULL; NULL with an exception set on failure. */
+static PyObject *collective_meta(Core *c, void *meta)
+{
+    PyObject *takes = PyObject_GetAttr(c->context, accel_str_engine_takes_meta);
+    int yes = takes ? PyObject_IsTrue(takes) : -1;
+    Py_XDECREF(takes);
+    if (yes <= 0)
+        return NULL;
+    PyObject *token = PyLong_FromVoidPtr(meta);
+    PyObject *m = token ? PyDict_GetItemWithError(c->metas, token) : NULL;
+    Py_XDECREF(token);
+    Py_XINCREF(m);
+    return m;
+}
+
 /* The engine's wait for handle object h: engine.wait(h) if the engine has
  * one (the library already skipped a completed handle, and marks h
- * completed when this returns 0); or, for a collective whose Context
- * overrides wait, ctx.wait(h, _meta=meta) (the reference's drain calls
+ * completed when this returns 0), engine.wait(h, meta) for a collective
+ * when the engine's wait takes a second argument; or, for a collective
+ * whose Context overrides wait, ctx.wait(h, _meta=meta) (the reference's drain calls
  * ctx.wait there). A Python exception is stashed: the code the drain fails
  * with. */
 static int engine_wait(Core *c, PyObject *h, void *meta, kb_wait_origin origin)
@@ -66,7 +83,16 @@ static int engine_wait(Core *c, PyObject *h, void *meta, kb_wait_origin origin)
         }
     } else {
         PyObject *engine = PyObject_GetAttr(c->context, accel_str_engine);
-        if (engine && engine != Py_None) {
+        PyObject *m = NULL;
+        if (engine && engine != Py_None && origin == KB_WAIT_COLLECTIVE && meta)
+            m = collective_meta(c, meta);
+        if (m) {
+            /* engine.wait(h, meta): a collective's description, for an
+             * engine whose wait takes it (Context._engine_takes_meta) */
+            PyObject *call[3] = {engine, h, m};
+            r = PyObject_VectorcallMethod(accel_str_wait, call, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            Py_DECREF(m);
+        } else if (engine && engine != Py_None && !PyErr_Occurred()) {
             /* engine.wait(h) without a bound method object; an engine
              * without a wait completes every handle at once
              * (AttributeError only: anything else its attribute raises

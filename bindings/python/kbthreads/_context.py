@@ -3,6 +3,7 @@
 (MultiprocessingNamespace, ctx.multiprocessing)."""
 from __future__ import annotations
 
+import inspect
 import itertools
 import threading
 from typing import Any, Callable, Literal, TextIO, overload
@@ -16,6 +17,20 @@ from ._run import _Run
 from ._spawn import ProcessContext, start
 from ._stats import SpawnStats
 from ._suspend import barrier, yield_
+
+
+def _takes_meta(wait: Any) -> bool:
+    """True when wait(h, meta) binds: an engine's wait that takes a
+    collective's description."""
+    if wait is None:
+        return False
+    try:
+        inspect.signature(wait).bind(None, None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature (a builtin): the one-argument form
+        return False
+    return True
 
 
 class Context:
@@ -64,6 +79,7 @@ class Context:
         self.__waits = PendingWaits(self)
         self.__colls = PendingCollectives(self)
         self.__completed = CompletedSet(self)
+        self._engine_takes_meta = False
         self.engine = engine
         # The C Core owns the kb_ctx (its engine self, with the C hooks),
         # holds the handle ids and runs a rank's wait and the engine's wait.
@@ -133,6 +149,48 @@ class Context:
         for entry in list(cur or ()):
             self.__colls.append(entry)
         setattr(backend, "_pending_collective_handles", self.__colls)
+
+    @property
+    def engine(self) -> Any:
+        """The engine: ``engine.wait(h)`` runs the simulation until handle h
+        completes. When its ``wait`` takes a second positional argument
+        (``def wait(self, h, meta=None)``), a collective's ``meta`` (the third
+        item of its ``pending_collectives`` entry) is passed there; worker
+        waits are always ``wait(h)``."""
+        return self.__engine
+
+    @engine.setter
+    def engine(self, engine: Any) -> None:
+        self.__engine = engine
+        self._engine_takes_meta = _takes_meta(getattr(engine, "wait", None))
+
+    def collective(self, h, meta: Any = None, sip_id: int | None = None) -> None:
+        """A rank submits collective h and waits until a drain completed it.
+
+        Appends ``(h, sip_id, meta)`` to ``pending_collectives`` (sip_id
+        defaults to this rank) and suspends the rank, without queueing h as
+        a worker wait, so drain phase (b) is what completes it, through
+        ``engine.wait(h, meta)`` (or ``engine.wait(h)`` for an engine whose
+        wait takes one argument). A completed h returns at once (the fast
+        path); every rank of a collective may submit the same h, or only the
+        last to arrive (the others then call ``wait_completed(h)``). Raises
+        SystemExit when the rank is cancelled, RuntimeError off a rank."""
+        r = _accel.rank()
+        if r < 0:
+            raise RuntimeError("Context.collective: called outside a rank (use pending_collectives.append on the driver)")
+        if h in self.__completed:
+            return
+        self.__colls.append((h, r if sip_id is None else sip_id, meta))
+        self.wait_completed(h)
+
+    def wait_completed(self, h) -> None:
+        """In a rank: suspend (yield round after round) until a drain has
+        completed h, without queueing it; returns at once if it is. For a
+        rank waiting on a collective that another rank submits. Raises
+        SystemExit when the rank is cancelled, RuntimeError off a rank."""
+        completed = self.__completed
+        while h not in completed:
+            yield_()
 
     def wait(self, h, _meta=None) -> None:
         """Wait until h is completed (see the class doc). In a rank raises

@@ -1,0 +1,569 @@
+# SPDX-License-Identifier: MIT
+"""KbProcessGroup: a ``torch.distributed`` process group whose collectives
+meet in the spawn's table (``_meeting.py``) and complete through the
+context's engine. One object per rank and group, created by the backend
+creator ``_create`` that ``_world.py`` routes every CPU backend name to
+inside a spawn.
+
+Each method records the calling rank's part (a snapshot of its inputs),
+returns a Work, and, for the last member to arrive, checks the calls and
+computes every member's result (``_ops.py``). ``Work.wait()`` parks the
+rank until the drain completed the collective and copies its result into
+its outputs."""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.distributed as dist
+
+from . import _ops
+from ._meeting import Call, Meeting, SpawnTable, call_site
+from ._work import KbWork, done_work
+
+BACKEND = "kbthreads"
+
+
+@dataclass
+class GroupInfo:
+    """What every member of a group agrees on."""
+
+    name: str
+    ranks: list[int]  # global ranks, in group-rank order
+    incarnation: int  # how many groups of this name the spawn made before
+
+    @property
+    def key(self) -> tuple:
+        return (self.name, tuple(self.ranks), self.incarnation)
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def _check_tensor(t: Any, what: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"kbthreads.torch: {what} must be a torch.Tensor, not {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise ValueError(
+            f"kbthreads.torch: {what} is on {t.device}; the kbthreads backend serves CPU tensors only "
+            "(move it to the CPU, or run this program with a GPU backend outside kbthreads)"
+        )
+    if t.layout != torch.strided:
+        raise ValueError(f"kbthreads.torch: {what} has layout {t.layout}; only dense (strided) tensors are supported")
+    return t
+
+
+def _snap(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().clone()
+
+
+def _same(calls: Sequence[Call], extra_check: Callable[[Sequence[Call]], str | None] | None = None) -> str | None:
+    """None when every call agrees on kind, dtype, shapes, op and root."""
+    first = calls[0]
+    sig = (first.kind, first.dtype, first.shapes, first.op, first.root)
+    bad = any((c.kind, c.dtype, c.shapes, c.op, c.root) != sig for c in calls)
+    why = None if not bad else "the calls differ"
+    if why is None and extra_check is not None:
+        why = extra_check(calls)
+    return why
+
+
+class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
+    def __init__(self, table: SpawnTable, info: GroupInfo, group_rank: int, global_rank: int) -> None:
+        super().__init__(group_rank, len(info.ranks))
+        self._table = table
+        self._info = info
+        self._grank = group_rank
+        self._global = global_rank
+        self._seq = 0
+        self._p2p_seq: collections.Counter = collections.Counter()
+
+    # ---- identity ----------------------------------------------------------------
+    def size(self) -> int:
+        return len(self._info.ranks)
+
+    def rank(self) -> int:
+        return self._grank
+
+    def getBackendName(self) -> str:
+        return BACKEND
+
+    def name(self) -> str:
+        return BACKEND
+
+    @property
+    def group_name(self) -> str:
+        return self._info.name
+
+    def __repr__(self) -> str:
+        return f"KbProcessGroup(group={self._info.name!r} rank={self._grank} size={self.size()})"
+
+    # ---- the meeting ---------------------------------------------------------------
+    def _call(self, kind: str, inputs: Any, *, dtype: str | None, shapes: tuple, numel: int, nbytes: int,
+              op: str | None = None, root: int | None = None, extra: Any = None) -> Call:
+        return Call(kind, self._global, dtype, shapes, op, root, call_site(), numel, nbytes, inputs, extra)
+
+    def _meet(self, call: Call, check: Callable[[Sequence[Call]], str | None],
+              compute: Callable[[list[Call]], dict[int, Any]], finish: Callable[[Any], Any]) -> KbWork:
+        """Arrive with call; the Work waits for the drain, then finish(result)."""
+        if call.root is not None and not 0 <= call.root < self.size():
+            raise ValueError(f"kbthreads.torch: {call.kind}: root {call.root} is not a rank of this group "
+                             f"(size {self.size()})")
+        seq = self._seq
+        self._seq += 1
+        table = self._table
+
+        def checked(calls: Sequence[Call]) -> str | None:
+            why = check(calls)
+            if why is None:
+                return None
+            return (f"kbthreads.torch: mismatched collective #{seq} on group {self._info.name!r} "
+                    f"(ranks {self._info.ranks}): {why}\n" + "\n".join(
+                        f"  rank {self._info.ranks[i]}: {c.describe()}" for i, c in enumerate(calls)))
+
+        m = table.arrive(self._info, seq, self._grank, call, checked, compute)
+        what = f"{call.describe()} (collective #{seq} on group {self._info.name!r})"
+
+        def wait() -> Any:
+            table.wait(self._global, m, what)
+            assert m.results is not None
+            return finish(m.results[self._grank])
+
+        return KbWork(wait)
+
+    # ---- collectives ----------------------------------------------------------------
+    def _tensors(self, ts: Sequence[Any], what: str) -> list[torch.Tensor]:
+        return [_check_tensor(t, what) for t in ts]
+
+    def _reduce_op(self, op: Any, dtype: torch.dtype) -> tuple[str, Any]:
+        name, factor = _ops.op_name(op)
+        why = _ops.check_reduce_op(name, dtype)
+        if why:
+            raise ValueError(f"kbthreads.torch: {why}")
+        return name, factor
+
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
+        ts = self._tensors(tensors, "all_reduce's tensor")
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        name, factor = self._reduce_op(op, ts[0].dtype)
+        call = self._call("all_reduce", [_snap(t) for t in ts], dtype=_dtype(ts[0]),
+                          shapes=tuple(tuple(t.shape) for t in ts), numel=sum(t.numel() for t in ts),
+                          nbytes=sum(t.numel() * t.element_size() for t in ts), op=name)
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            res = [_ops.reduce([c.inputs[i] for c in calls], name, factor) for i in range(len(ts))]
+            return {g: res for g in range(len(calls))}
+
+        def finish(res: list[torch.Tensor]) -> list[torch.Tensor]:
+            for t, r in zip(ts, res):
+                t.copy_(r)
+            return ts
+
+        return self._meet(call, _same, compute, finish)
+
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
+        ts = self._tensors(tensors, "broadcast's tensor")
+        root = opts.rootRank if opts is not None else 0
+        me = self._grank == root
+        call = self._call("broadcast", [_snap(t) for t in ts] if me else None, dtype=_dtype(ts[0]),
+                          shapes=tuple(tuple(t.shape) for t in ts), numel=sum(t.numel() for t in ts) if me else 0,
+                          nbytes=sum(t.numel() * t.element_size() for t in ts) if me else 0, root=root)
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            return {g: calls[root].inputs for g in range(len(calls))}
+
+        def finish(res: list[torch.Tensor]) -> list[torch.Tensor]:
+            if not me:
+                for t, r in zip(ts, res):
+                    t.copy_(r)
+            return ts
+
+        return self._meet(call, _same, compute, finish)
+
+    def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
+        ts = self._tensors(tensors, "reduce's tensor")
+        root = opts.rootRank if opts is not None else 0
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        name, factor = self._reduce_op(op, ts[0].dtype)
+        call = self._call("reduce", [_snap(t) for t in ts], dtype=_dtype(ts[0]),
+                          shapes=tuple(tuple(t.shape) for t in ts), numel=sum(t.numel() for t in ts),
+                          nbytes=sum(t.numel() * t.element_size() for t in ts), op=name, root=root)
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            res = [_ops.reduce([c.inputs[i] for c in calls], name, factor) for i in range(len(ts))]
+            return {g: (res if g == root else None) for g in range(len(calls))}
+
+        def finish(res: list[torch.Tensor] | None) -> list[torch.Tensor]:
+            if res is not None:
+                for t, r in zip(ts, res):
+                    t.copy_(r)
+            return ts
+
+        return self._meet(call, _same, compute, finish)
+
+    def allgather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> KbWork:
+        ins = self._tensors(inputs, "all_gather's input")
+        n = self.size()
+        for outs in output_lists:
+            if len(outs) != n:
+                raise ValueError(f"kbthreads.torch: all_gather's output list has {len(outs)} tensors for a group of {n}")
+            self._tensors(outs, "all_gather's output")
+        call = self._call("all_gather", [_snap(t) for t in ins], dtype=_dtype(ins[0]),
+                          shapes=tuple(tuple(t.shape) for t in ins), numel=sum(t.numel() for t in ins),
+                          nbytes=sum(t.numel() * t.element_size() for t in ins))
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            return {g: [c.inputs for c in calls] for g in range(len(calls))}
+
+        def finish(res: list[list[torch.Tensor]]) -> list[list[torch.Tensor]]:
+            for i, outs in enumerate(output_lists):
+                for j, o in enumerate(outs):
+                    o.copy_(res[j][i].view_as(o) if res[j][i].numel() == o.numel() else res[j][i])
+            return output_lists
+
+        return self._meet(call, _same, compute, finish)
+
+    def allgather_coalesced(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],
+                            opts: Any = None) -> KbWork:
+        n = self.size()
+        # torch's layout here: output_lists[rank][i] receives rank's inputs[i]
+        ins = self._tensors(inputs, "all_gather_coalesced's input")
+        call = self._call("all_gather_coalesced", [_snap(t) for t in ins], dtype=_dtype(ins[0]),
+                          shapes=tuple(tuple(t.shape) for t in ins), numel=sum(t.numel() for t in ins),
+                          nbytes=sum(t.numel() * t.element_size() for t in ins))
+        if len(output_lists) != n:
+            raise ValueError(f"kbthreads.torch: all_gather_coalesced needs {n} output lists")
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            return {g: [c.inputs for c in calls] for g in range(len(calls))}
+
+        def finish(res: list[list[torch.Tensor]]) -> Any:
+            for j, outs in enumerate(output_lists):
+                for i, o in enumerate(outs):
+                    o.copy_(res[j][i])
+            return output_lists
+
+        return self._meet(call, _same, compute, finish)
+
+    def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> KbWork:
+        _check_tensor(output, "all_gather_into_tensor's output")
+        _check_tensor(input, "all_gather_into_tensor's input")
+        n = self.size()
+        if output.numel() != n * input.numel():
+            raise ValueError(f"kbthreads.torch: all_gather_into_tensor: output has {output.numel()} elements, "
+                             f"needs {n} x {input.numel()}")
+        if output.dtype != input.dtype:
+            raise ValueError("kbthreads.torch: all_gather_into_tensor: output and input dtypes differ")
+        call = self._call("all_gather_into_tensor", _snap(input), dtype=_dtype(input), shapes=(tuple(input.shape),),
+                          numel=input.numel(), nbytes=input.numel() * input.element_size())
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            flat = torch.cat([c.inputs.reshape(-1) for c in calls])
+            return {g: flat for g in range(len(calls))}
+
+        def finish(flat: torch.Tensor) -> torch.Tensor:
+            output.copy_(flat.view(output.shape))
+            return output
+
+        return self._meet(call, _same, compute, finish)
+
+    all_gather_single = _allgather_base
+
+    def allgather_into_tensor_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
+                                        opts: Any = None) -> KbWork:
+        works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)]
+        return _chain(works, outputs)
+
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+
+    def gather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> KbWork:
+        ins = self._tensors(inputs, "gather's input")
+        root = opts.rootRank if opts is not None else 0
+        n = self.size()
+        if self._grank == root:
+            if len(output_lists) != 1 or len(output_lists[0]) != n:
+                raise ValueError(f"kbthreads.torch: gather's root needs a list of {n} output tensors")
+            self._tensors(output_lists[0], "gather's output")
+        call = self._call("gather", [_snap(t) for t in ins], dtype=_dtype(ins[0]),
+                          shapes=tuple(tuple(t.shape) for t in ins), numel=sum(t.numel() for t in ins),
+                          nbytes=sum(t.numel() * t.element_size() for t in ins), root=root)
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            return {g: ([c.inputs[0] for c in calls] if g == root else None) for g in range(len(calls))}
+
+        def finish(res: list[torch.Tensor] | None) -> Any:
+            if res is not None:
+                for o, r in zip(output_lists[0], res):
+                    o.copy_(r)
+            return output_lists
+
+        return self._meet(call, _same, compute, finish)
+
+    def scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any = None) -> KbWork:
+        outs = self._tensors(outputs, "scatter's output")
+        root = opts.rootRank if opts is not None else 0
+        n = self.size()
+        me = self._grank == root
+        if me:
+            if len(input_lists) != 1 or len(input_lists[0]) != n:
+                raise ValueError(f"kbthreads.torch: scatter's root needs a list of {n} input tensors")
+            ins = self._tensors(input_lists[0], "scatter's input")
+        call = self._call("scatter", [_snap(t) for t in ins] if me else None, dtype=_dtype(outs[0]),
+                          shapes=tuple(tuple(t.shape) for t in outs),
+                          numel=sum(t.numel() for t in ins) if me else 0,
+                          nbytes=sum(t.numel() * t.element_size() for t in ins) if me else 0, root=root)
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            return {g: calls[root].inputs[g] for g in range(len(calls))}
+
+        def finish(r: torch.Tensor) -> Any:
+            outs[0].copy_(r)
+            return outs
+
+        return self._meet(call, _same, compute, finish)
+
+    def reduce_scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]],
+                       opts: Any = None) -> KbWork:
+        outs = self._tensors(outputs, "reduce_scatter's output")
+        n = self.size()
+        if len(input_lists) != 1 or len(input_lists[0]) != n:
+            raise ValueError(f"kbthreads.torch: reduce_scatter needs a list of {n} input tensors")
+        ins = self._tensors(input_lists[0], "reduce_scatter's input")
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        name, factor = self._reduce_op(op, ins[0].dtype)
+        call = self._call("reduce_scatter", [_snap(t) for t in ins], dtype=_dtype(ins[0]),
+                          shapes=tuple(tuple(t.shape) for t in ins), numel=sum(t.numel() for t in ins),
+                          nbytes=sum(t.numel() * t.element_size() for t in ins), op=name)
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            return {g: _ops.reduce([c.inputs[g] for c in calls], name, factor) for g in range(len(calls))}
+
+        def finish(r: torch.Tensor) -> Any:
+            outs[0].copy_(r)
+            return outs
+
+        return self._meet(call, _same, compute, finish)
+
+    def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> KbWork:
+        _check_tensor(output, "reduce_scatter_tensor's output")
+        _check_tensor(input, "reduce_scatter_tensor's input")
+        n = self.size()
+        if input.numel() != n * output.numel():
+            raise ValueError(f"kbthreads.torch: reduce_scatter_tensor: input has {input.numel()} elements, "
+                             f"needs {n} x {output.numel()}")
+        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        name, factor = self._reduce_op(op, input.dtype)
+        call = self._call("reduce_scatter_tensor", _snap(input), dtype=_dtype(input), shapes=(tuple(input.shape),),
+                          numel=input.numel(), nbytes=input.numel() * input.element_size(), op=name)
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            parts = [c.inputs.reshape(-1).chunk(n) for c in calls]
+            return {g: _ops.reduce([p[g] for p in parts], name, factor) for g in range(n)}
+
+        def finish(r: torch.Tensor) -> torch.Tensor:
+            output.copy_(r.view(output.shape))
+            return output
+
+        return self._meet(call, _same, compute, finish)
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def reduce_scatter_tensor_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
+                                        opts: Any = None) -> KbWork:
+        works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)]
+        return _chain(works, outputs)
+
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> KbWork:
+        n = self.size()
+        if len(outputs) != n or len(inputs) != n:
+            raise ValueError(f"kbthreads.torch: all_to_all needs {n} input and {n} output tensors")
+        outs = self._tensors(outputs, "all_to_all's output")
+        ins = self._tensors(inputs, "all_to_all's input")
+        call = self._call("all_to_all", [_snap(t) for t in ins], dtype=_dtype(ins[0]), shapes=(),
+                          numel=sum(t.numel() for t in ins), nbytes=sum(t.numel() * t.element_size() for t in ins),
+                          extra=[tuple(t.shape) for t in outs])
+
+        def sizes_agree(calls: Sequence[Call]) -> str | None:
+            for i, ci in enumerate(calls):
+                for j, cj in enumerate(calls):
+                    if tuple(cj.inputs[i].shape) != ci.extra[j]:
+                        return (f"rank {self._info.ranks[j]} sends {list(cj.inputs[i].shape)} to rank "
+                                f"{self._info.ranks[i]}, which expects {list(ci.extra[j])}")
+            return None
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            return {i: [calls[j].inputs[i] for j in range(n)] for i in range(n)}
+
+        def finish(res: list[torch.Tensor]) -> Any:
+            for o, r in zip(outs, res):
+                o.copy_(r)
+            return outs
+
+        return self._meet(call, lambda cs: _same(cs, sizes_agree), compute, finish)
+
+    def alltoall_base(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list[int] | None,
+                      input_split_sizes: list[int] | None, opts: Any = None) -> KbWork:
+        _check_tensor(output, "all_to_all_single's output")
+        _check_tensor(input, "all_to_all_single's input")
+        n = self.size()
+        for what, t, s in (("input", input, input_split_sizes), ("output", output, output_split_sizes)):
+            if s:
+                if len(s) != n or any(x < 0 for x in s):
+                    raise ValueError(f"kbthreads.torch: all_to_all_single: {what}_split_sizes {list(s)} "
+                                     f"needs {n} sizes >= 0")
+                if sum(s) != (t.shape[0] if t.dim() else 1):
+                    raise ValueError(f"kbthreads.torch: all_to_all_single: {what}_split_sizes add up to {sum(s)}, "
+                                     f"the {what} has {t.shape[0] if t.dim() else 1} rows")
+            elif t.dim() and t.shape[0] % n:
+                raise ValueError(f"kbthreads.torch: all_to_all_single: the {what}'s {t.shape[0]} rows do not "
+                                 f"divide among {n} ranks")
+        pieces = _ops.chunks(_snap(input), input_split_sizes, n)
+        want = [tuple(p.shape) for p in _ops.chunks(output, output_split_sizes, n)]
+        call = self._call("all_to_all_single", pieces, dtype=_dtype(input), shapes=(tuple(input.shape[1:]),),
+                          numel=input.numel(), nbytes=input.numel() * input.element_size(), extra=want)
+
+        def sizes_agree(calls: Sequence[Call]) -> str | None:
+            for i, ci in enumerate(calls):
+                for j, cj in enumerate(calls):
+                    if tuple(cj.inputs[i].shape) != ci.extra[j]:
+                        return (f"rank {self._info.ranks[j]} sends {cj.inputs[i].shape[0] if cj.inputs[i].dim() else 1}"
+                                f" rows to rank {self._info.ranks[i]}, which expects "
+                                f"{ci.extra[j][0] if ci.extra[j] else 1}")
+            return None
+
+        def compute(calls: list[Call]) -> dict[int, Any]:
+            return {i: [calls[j].inputs[i] for j in range(n)] for i in range(n)}
+
+        def finish(res: list[torch.Tensor]) -> torch.Tensor:
+            output.copy_(torch.cat([r.reshape(-1) for r in res]).view(output.shape))
+            return output
+
+        return self._meet(call, lambda cs: _same(cs, sizes_agree), compute, finish)
+
+    all_to_all_single = alltoall_base
+
+    def barrier(self, opts: Any = None) -> KbWork:
+        call = self._call("barrier", None, dtype=None, shapes=(), numel=0, nbytes=0)
+        return self._meet(call, _same, lambda calls: {g: None for g in range(len(calls))}, lambda r: [])
+
+    # ---- point to point ---------------------------------------------------------------
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> KbWork:
+        """Eager: the data is copied at once and the send completes; the
+        receiver's recv meets it (the engine sees one "send" per match)."""
+        (t,) = self._tensors(tensors, "send's tensor")
+        if not 0 <= dst < self.size() or dst == self._grank:
+            raise ValueError(f"kbthreads.torch: send: destination {dst} is not another rank of this group")
+        self._table_p2p().post(self, self._grank, dst, tag, t)
+        return done_work([t])
+
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int = 0) -> KbWork:
+        (t,) = self._tensors(tensors, "recv's tensor")
+        if not 0 <= src < self.size() or src == self._grank:
+            raise ValueError(f"kbthreads.torch: recv: source {src} is not another rank of this group")
+        return self._table_p2p().take(self, src, self._grank, tag, t)
+
+    def recv_anysource(self, tensors: list[torch.Tensor], tag: int = 0) -> KbWork:
+        (t,) = self._tensors(tensors, "recv's tensor")
+        return self._table_p2p().take(self, None, self._grank, tag, t)
+
+    def _table_p2p(self) -> "_Mailbox":
+        tb = self._table
+        box = getattr(tb, "mailbox", None)
+        if box is None:
+            box = tb.mailbox = _Mailbox(tb)  # type: ignore[attr-defined]
+        return box
+
+
+def _chain(works: list[KbWork], result: Any) -> KbWork:
+    def wait() -> Any:
+        for w in works:
+            w.wait()
+        return result
+
+    return KbWork(wait)
+
+
+class _Mailbox:
+    """Point-to-point messages of one spawn: eager sends wait in FIFO
+    channels (group, src, dst, tag) until a recv takes them; a recv posted
+    first waits for its send. Every match is submitted to the engine as a
+    "send" collective, which the receiver waits for."""
+
+    def __init__(self, table: SpawnTable) -> None:
+        self.table = table
+        self.sent: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
+        self.waiting: list[tuple] = []  # (key or any-source key, meeting, holder), in post order
+        self.order = 0
+
+    def post(self, pg: KbProcessGroup, src: int, dst: int, tag: int, t: torch.Tensor) -> None:
+        info = pg._info
+        call = pg._call("send", _snap(t), dtype=_dtype(t), shapes=(tuple(t.shape),), numel=t.numel(),
+                        nbytes=t.numel() * t.element_size())
+        for k, (key, m, holder) in enumerate(self.waiting):
+            if key[0] == info.key and key[2] == dst and key[3] == tag and key[1] in (src, None):
+                del self.waiting[k]
+                self._match(pg, m, holder, src, dst, call)
+                return
+        self.order += 1
+        self.sent[(info.key, src, dst, tag)].append((self.order, call))
+        self.table.epoch += 1
+
+    def take(self, pg: KbProcessGroup, src: int | None, dst: int, tag: int, t: torch.Tensor) -> KbWork:
+        info = pg._info
+        seq = pg._p2p_seq[(src, tag)]
+        pg._p2p_seq[(src, tag)] += 1
+        m = Meeting(info, seq)
+        holder: dict[str, Any] = {"t": t, "src": src}
+        recv_call = pg._call("recv", None, dtype=_dtype(t), shapes=(tuple(t.shape),), numel=t.numel(),
+                             nbytes=t.numel() * t.element_size(), root=src)
+        m.calls[dst] = recv_call
+        found = None
+        for key, q in self.sent.items():
+            if key[0] == info.key and key[2] == dst and key[3] == tag and (src is None or key[1] == src) and q:
+                if found is None or q[0][0] < self.sent[found][0][0]:
+                    found = key
+        if found is not None:
+            _, call = self.sent[found].popleft()
+            self._match(pg, m, holder, found[1], dst, call)
+        else:
+            self.waiting.append(((info.key, src, dst, tag), m, holder))
+            self.table.epoch += 1
+        src_txt = "any source" if src is None else f"rank {info.ranks[src]}"
+        what = f"recv({_dtype(t)} [{','.join(map(str, t.shape))}]) from {src_txt} at {recv_call.site}"
+        work: KbWork
+
+        def wait() -> Any:
+            self.table.wait(pg._global, m, what)
+            holder["finish"]()
+            work._source = holder["src"]  # a group rank, as torch reads it
+            return [t]
+
+        work = KbWork(wait)
+        return work
+
+    def _match(self, pg: KbProcessGroup, m: Meeting, holder: dict, src: int, dst: int, call: Call) -> None:
+        t = holder["t"]
+        holder["src"] = src
+        info = pg._info
+        if call.dtype != _dtype(t) or call.numel != t.numel():
+            m.error = (f"kbthreads.torch: mismatched send/recv on group {info.name!r}: rank {info.ranks[src]} "
+                       f"sends {call.describe()}; rank {info.ranks[dst]} receives {m.calls[dst].describe()}")
+            self.table.epoch += 1
+            return
+        data = call.inputs
+
+        def finish() -> None:
+            t.copy_(data.view(t.shape))
+
+        m.calls[src] = call
+        m.results = {dst: None}
+        holder["finish"] = finish  # the receiver copies once the drain completed the match
+        self.table.submit_p2p(m, info.ranks[src], info.ranks[dst], call, call.rank)

@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: MIT
+"""What each collective computes, from the members' inputs in group-rank
+order: pure functions of snapshots, so a result never depends on when a
+rank arrived. Reductions fold left in rank order, ((x0 op x1) op x2) ...,
+which is what a sequential loop over the ranks computes."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+import torch.distributed as dist
+
+ReduceOp = dist.ReduceOp
+
+_BITWISE = {"BAND": torch.Tensor.bitwise_and_, "BOR": torch.Tensor.bitwise_or_, "BXOR": torch.Tensor.bitwise_xor_}
+
+
+def op_name(op: Any) -> tuple[str, Any]:
+    """(name, premul factor or None) of a ReduceOp or a RedOpType."""
+    factor = None
+    if isinstance(op, ReduceOp):
+        if op.op == ReduceOp.PREMUL_SUM:
+            factor = op.__getstate__()[1]
+        op = op.op
+    return str(op).rsplit(".", 1)[-1], factor
+
+
+def check_reduce_op(name: str, dtype: torch.dtype) -> str | None:
+    """Why op name cannot reduce dtype, or None."""
+    if name in _BITWISE and (dtype.is_floating_point or dtype.is_complex):
+        return f"{name} needs an integer or bool dtype, not {dtype}"
+    if name == "AVG" and not (dtype.is_floating_point or dtype.is_complex):
+        return f"AVG needs a floating-point dtype, not {dtype}"
+    if name in ("MIN", "MAX") and dtype.is_complex:
+        return f"{name} cannot order complex {dtype}"
+    if name not in _BITWISE and name not in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "PREMUL_SUM"):
+        return f"reduce op {name} is not supported"
+    return None
+
+
+def reduce(xs: Sequence[torch.Tensor], name: str, factor: Any) -> torch.Tensor:
+    """Fold xs left in order with op name."""
+    if name == "PREMUL_SUM":
+        acc = xs[0] * factor
+        for x in xs[1:]:
+            acc += x * factor
+        return acc
+    acc = xs[0].clone()
+    for x in xs[1:]:
+        if name in ("SUM", "AVG"):
+            acc += x
+        elif name == "PRODUCT":
+            acc *= x
+        elif name == "MIN":
+            torch.minimum(acc, x, out=acc)
+        elif name == "MAX":
+            torch.maximum(acc, x, out=acc)
+        else:
+            _BITWISE[name](acc, x)
+    if name == "AVG":
+        acc /= len(xs)
+    return acc
+
+
+def chunks(t: torch.Tensor, sizes: Sequence[int] | None, n: int) -> list[torch.Tensor]:
+    """t split along dim 0 into sizes (equal parts when None or empty)."""
+    if not sizes:
+        return list(torch.chunk(t, n)) if t.dim() else [t] * n
+    return list(torch.split(t, list(sizes)))

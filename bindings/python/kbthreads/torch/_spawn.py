@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+"""kbthreads.torch.spawn: torch.multiprocessing.spawn's signature, kbthreads
+ranks underneath, each with its own torch.distributed."""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+from .._context import Context
+from .._spawn import ProcessContext
+from . import _world
+from ._meeting import SpawnTable
+from ._store import KbStore
+
+_spawn_ids = itertools.count(1)
+
+
+class TorchProcessContext:
+    """What ``spawn(..., join=False)`` returns: a kbthreads ProcessContext
+    (``join(timeout=None) -> bool``, ``close()``, ``with``) that restores
+    torch.distributed once the spawn is over."""
+
+    def __init__(self, pc: ProcessContext) -> None:
+        self._pc = pc
+        self._installed = True
+
+    def _release(self) -> None:
+        if self._installed:
+            self._installed = False
+            _world.uninstall()
+
+    def join(self, timeout: float | None = None) -> bool:
+        try:
+            done = self._pc.join(timeout)
+        except BaseException:
+            self._release()
+            raise
+        if done:
+            self._release()
+        return done
+
+    def close(self) -> None:
+        try:
+            self._pc.close()
+        finally:
+            self._release()
+
+    def __enter__(self) -> "TorchProcessContext":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pc, name)
+
+    def __del__(self) -> None:
+        if getattr(self, "_installed", False):
+            try:
+                self.close()
+            except Exception:
+                pass
+
+
+def spawn(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1, join: bool = True, daemon: bool = False,
+          start_method: str = "spawn", *, context: Context | None = None) -> TorchProcessContext | None:
+    """Run ``fn(rank, *args)`` on ``nprocs`` kbthreads ranks, the way
+    ``torch.multiprocessing.spawn`` runs it in processes; inside, each rank's
+    ``torch.distributed.init_process_group(...)`` gives it a group served by
+    kbthreads (see the package doc). ``daemon`` and ``start_method`` are
+    accepted and ignored (ranks are threads of this process). ``context``: a
+    kbthreads.Context whose engine completes the collectives (default: a new
+    Context with no engine, where each collective completes at the drain
+    after its last rank arrives).
+
+    Raises kbthreads.SpawnException when ranks fail (root causes only),
+    after cancelling the others in rank order."""
+    if not callable(fn):
+        raise TypeError(f"kbthreads.torch.spawn: fn must be callable, not {type(fn).__name__}")
+    if not isinstance(args, tuple):
+        raise TypeError(f"kbthreads.torch.spawn: args must be a tuple, not {type(args).__name__}")
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int):
+        raise TypeError(f"kbthreads.torch.spawn: nprocs must be an int, not {type(nprocs).__name__}")
+    if nprocs < 1:
+        raise ValueError(f"kbthreads.torch.spawn: nprocs must be at least 1, not {nprocs}")
+    if context is not None and not isinstance(context, Context):
+        raise TypeError("kbthreads.torch.spawn: context must be a kbthreads.Context")
+    ctx = context if context is not None else Context()
+    table = SpawnTable(ctx, next(_spawn_ids), nprocs)
+    store = KbStore()
+
+    def entry(rank: int, *a: Any) -> None:
+        st = _world.RankState(table, rank, nprocs, store)
+        _world.enter_rank(st)
+        try:
+            fn(rank, *a)
+        finally:
+            table.finished.add(rank)
+            table.epoch += 1
+            _world.leave_rank(st)
+
+    _world.install()
+    if not join:
+        try:
+            pc = ctx.spawn(entry, args, nprocs, join=False)
+        except BaseException:
+            _world.uninstall()
+            raise
+        return TorchProcessContext(pc)
+    try:
+        ctx.spawn(entry, args, nprocs)
+    finally:
+        _world.uninstall()
+    return None

@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: MIT
+"""The Work a kbthreads collective returns.
+
+``wait()`` parks the rank until a drain completed the collective, then
+copies the rank's result into its output tensors (the rank's own thread
+writes its own tensors). ``get_future()`` waits first and returns a
+completed future: PyTorch's C++ code (DDP's reducer) waits on that future
+with a condition variable, which must never block a thread holding the
+baton."""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+
+class KbWork(dist.Work):  # type: ignore[misc]
+    def __init__(self, wait: Callable[[], Any] | None, result: Any = None) -> None:
+        super().__init__()
+        self._wait = wait  # None: complete already
+        self._result = result
+        self._error: BaseException | None = None
+        self._source = -1
+
+    def _finish(self) -> None:
+        if self._wait is not None:
+            fn, self._wait = self._wait, None
+            try:
+                r = fn()
+            except BaseException as e:
+                self._error = e
+                raise
+            if r is not None:
+                self._result = r
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        if self._error is not None:
+            raise self._error
+        self._finish()
+        return True
+
+    def is_completed(self) -> bool:
+        return self._wait is None
+
+    def is_success(self) -> bool:
+        return self._wait is None and self._error is None
+
+    def exception(self) -> Any:
+        return self._error
+
+    def result(self) -> list[torch.Tensor]:
+        self.wait()
+        r = self._result
+        return list(r) if isinstance(r, (list, tuple)) else ([] if r is None else [r])
+
+    def source_rank(self) -> int:
+        self.wait()
+        return self._source
+
+    def _source_rank(self) -> int:
+        return self.source_rank()
+
+    def synchronize(self) -> None:
+        self.wait()
+
+    def get_future(self) -> torch.futures.Future:
+        self.wait()
+        fut: torch.futures.Future = torch.futures.Future()
+        fut.set_result(self.result())
+        return fut
+
+
+def done_work(result: Any = None) -> KbWork:
+    return KbWork(None, result)
