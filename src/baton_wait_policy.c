@@ -118,14 +118,32 @@ static void read_online(void)
     online_n = n > 0 ? (int)n : 1;
 }
 
+/* KB_TEST_CPUS=n, for tests only: the policy counts n CPUs, whatever the
+ * machine has, so that the suite checks the choices for 1, 2, 4 or 64
+ * CPUs on any machine and passes on every one. Only the policy's count
+ * changes: seating and the affinity options still use the real mask.
+ * 0 when unset or not a count from 1 to 65536 (then ignored). */
+static int test_cpus(void)
+{
+    const char *v = getenv("KB_TEST_CPUS");
+    if (!v || !*v)
+        return 0;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return *end == '\0' && n >= 1 && n <= 65536 ? (int)n : 0;
+}
+
 /* The CPUs the calling thread may run on: its affinity mask (a process
  * started under taskset, or in a cpuset, has fewer than are online; one
  * system call per spawn), else, where there is no affinity to read, the
- * online CPUs. */
+ * online CPUs; KB_TEST_CPUS instead when set. */
 static int usable_cpus(void)
 {
+    int n = test_cpus();
+    if (n > 0)
+        return n;
     struct kb_cpumask mask;
-    int n = kb__sys_get_affinity(&mask) == 0 ? kb__sys_mask_count(&mask) : 0;
+    n = kb__sys_get_affinity(&mask) == 0 ? kb__sys_mask_count(&mask) : 0;
     if (n > 0)
         return n;
     pthread_once(&online_once, read_online);
@@ -265,7 +283,10 @@ void kb__wait_policy_resolve(struct kb_run *run)
     case KB_AFFINITY_SPREAD:
         if (valgrind)
             break;
-        if (run->nprocs >= 2 && run->nprocs <= usable_cpus())
+        /* A spin when every rank has a CPU of its own among those the
+         * ranks are pinned to (opt.cpus: the driver's real mask, which
+         * KB_TEST_CPUS does not change). */
+        if (run->nprocs >= 2 && run->nprocs <= run->opt.ncpus)
             run->rank_wait.spin_ns = SPREAD_SPIN_NS;
         run->rank_wait.watch = run->opt.ncpus >= 2 ? KB_NUDGE_WATCH_NS : 0;
         run->park_look_ns = LOOK_NS;

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The wait policy (src/baton_wait_policy.c): which looks a waiting thread takes
- * before it sleeps, and whether ranks nudge ahead, for each affinity
- * option, rank count, CPU count (the calling thread's mask, set here) and
- * KB_WAIT_POLICY. The tests of the counts run under KB_WAIT_POLICY=static
- * (the choice the reactive default starts from; what the reactive policy
- * then does is test_internal_wait_reactive.c's). Only the choice is tested here; that every choice gives
- * the same schedule is tested by the differential runs under each policy
- * (tests/reliability, test_rel_differential/wait=*).
+ * The wait policy (src/baton_wait_policy.c): which looks a waiting thread
+ * takes before it sleeps, and whether ranks nudge ahead, for each affinity
+ * option, rank count, CPU count (given to the policy with KB_TEST_CPUS, so
+ * that every count is checked on any machine) and KB_WAIT_POLICY. The
+ * tests of the counts run under KB_WAIT_POLICY=static (the choice the
+ * reactive default starts from; what the reactive policy then does is
+ * test_internal_wait_reactive.c's). Only the choice is tested here; that
+ * every choice gives the same schedule is tested by the differential runs
+ * under each policy (tests/reliability, test_rel_differential/wait=*).
  */
 #include <sched.h>
 #include <setjmp.h>
@@ -32,14 +33,13 @@
 #endif
 
 /* The policy resolved for a spawn of nprocs ranks with this affinity
- * option, the calling thread allowed on its first ncpu CPUs. */
+ * option, the policy counting ncpu CPUs (KB_TEST_CPUS; with
+ * KB_AFFINITY_SPREAD, ranks pinned round-robin to ncpu CPUs). */
 static struct kb_run resolve(int nprocs, int affinity, int ncpu)
 {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int i = 0; i < ncpu; i++)
-        CPU_SET(i, &set);
-    assert_int_equal(sched_setaffinity(0, sizeof set, &set), 0);
+    char count[16];
+    snprintf(count, sizeof count, "%d", ncpu);
+    setenv("KB_TEST_CPUS", count, 1);
     struct kb_run run;
     memset(&run, 0, sizeof run);
     run.nprocs = nprocs;
@@ -49,22 +49,15 @@ static struct kb_run resolve(int nprocs, int affinity, int ncpu)
     return run;
 }
 
-static int machine_cpus(void)
-{
-    cpu_set_t set;
-    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
-    return CPU_COUNT(&set);
-}
+/* KB_TEST_CPUS as the program found it (the suite may be run with it set). */
+static char *given_cpus;
 
-/* Every test needs two CPUs to choose from (CI's machines have two). */
 static int setup(void **state)
 {
     (void)state;
     setenv("KB_WAIT_POLICY", "static", 1);
-    if (machine_cpus() < 2) {
-        fprintf(stderr, "test_internal_wait_policy: needs 2 CPUs, has %d\n", machine_cpus());
-        return -1;
-    }
+    const char *v = getenv("KB_TEST_CPUS");
+    given_cpus = v ? strdup(v) : NULL;
     return 0;
 }
 
@@ -72,11 +65,11 @@ static int teardown(void **state)
 {
     (void)state;
     unsetenv("KB_WAIT_POLICY");
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int i = 0; i < CPU_SETSIZE; i++)
-        CPU_SET(i, &set);
-    sched_setaffinity(0, sizeof set, &set); /* the kernel keeps the online ones */
+    if (given_cpus)
+        setenv("KB_TEST_CPUS", given_cpus, 1);
+    else
+        unsetenv("KB_TEST_CPUS");
+    free(given_cpus);
     return 0;
 }
 
@@ -98,9 +91,6 @@ static void test_under_valgrind_every_wait_sleeps_at_once(void **state)
 static void test_on_one_cpu_a_rank_looks_yielding_and_never_spins_or_nudges(void **state)
 {
     (void)state;
-#ifdef KB_TEST_PORTABLE
-    return; /* no affinity to read: the policy counts the online CPUs */
-#endif
     if (UNDER_VALGRIND)
         return;
     for (int n = 1; n <= 4096; n *= 8) {
@@ -233,10 +223,10 @@ static void test_sleep_is_a_candidate_only_where_the_ranks_outnumber_the_cpus(vo
     assert_candidates(1, 2, (int[]){KB_WAIT_LOOK, KB_WAIT_SPIN}, 2);
     assert_candidates(2, 2, (int[]){KB_WAIT_LOOK, KB_WAIT_SPIN}, 2);
     assert_candidates(3, 2, (int[]){KB_WAIT_LOOK, KB_WAIT_NUDGE, KB_WAIT_SLEEP}, 3);
-#ifndef KB_TEST_PORTABLE /* no affinity to read: the policy counts the online CPUs */
     assert_candidates(1, 1, (int[]){KB_WAIT_LOOK}, 1);
     assert_candidates(2, 1, (int[]){KB_WAIT_LOOK, KB_WAIT_SLEEP}, 2);
-#endif
+    assert_candidates(4, 4, (int[]){KB_WAIT_LOOK, KB_WAIT_SPIN}, 2);
+    assert_candidates(4, 64, (int[]){KB_WAIT_LOOK, KB_WAIT_SPIN}, 2);
     setenv("KB_WAIT_POLICY", "static", 1);
 }
 
@@ -286,6 +276,49 @@ static void test_spread_affinity_nudges_with_pausing_watches(void **state)
     assert_int_equal(resolve(8, KB_AFFINITY_SPREAD, 1).rank_wait.watch, 0); /* one CPU: no nudges */
 }
 
+/* The count the policy makes without KB_TEST_CPUS (reactive.ncpu, under
+ * the reactive default): the calling thread's affinity mask, here one CPU,
+ * or the online CPUs where there is no affinity to read. */
+static int counted_with(const char *test_cpus)
+{
+    if (test_cpus)
+        setenv("KB_TEST_CPUS", test_cpus, 1);
+    else
+        unsetenv("KB_TEST_CPUS");
+    unsetenv("KB_WAIT_POLICY");
+    struct kb_run run;
+    memset(&run, 0, sizeof run);
+    run.nprocs = 2;
+    kb__wait_policy_resolve(&run);
+    setenv("KB_WAIT_POLICY", "static", 1);
+    assert_true(run.reactive.active);
+    return run.reactive.ncpu;
+}
+
+static void test_without_kb_test_cpus_the_policy_counts_the_threads_cpus(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    cpu_set_t was, one;
+    assert_int_equal(sched_getaffinity(0, sizeof was, &was), 0);
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+#ifdef KB_TEST_PORTABLE
+    int want = (int)sysconf(_SC_NPROCESSORS_ONLN); /* no affinity to read */
+#else
+    int want = 1;
+#endif
+    int unset = counted_with(NULL), zero = counted_with("0"), junk = counted_with("4x");
+    int given = counted_with("64");
+    assert_int_equal(sched_setaffinity(0, sizeof was, &was), 0);
+    assert_int_equal(unset, want);
+    assert_int_equal(zero, want); /* not a count: ignored */
+    assert_int_equal(junk, want);
+    assert_int_equal(given, 64);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_a_malformed_kb_wait_policy_is_ignored_with_a_warning),
         cmocka_unit_test(test_one_cpu_affinity_sleeps_at_once_and_ignores_kb_wait_policy),
         cmocka_unit_test(test_spread_affinity_nudges_with_pausing_watches),
+        cmocka_unit_test(test_without_kb_test_cpus_the_policy_counts_the_threads_cpus),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,6 +14,7 @@
 #include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,32 @@ static inline int kbt_under_sanitizer(void)
 #else
     return 0;
 #endif
+}
+
+/* The CPUs the calling thread may run on (its affinity mask), or the
+ * online CPUs where the library has no affinity to read. */
+static inline int kbt_real_cpus(void)
+{
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if ((kb_features() & KB_FEATURE_AFFINITY) && sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set);
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* The CPU count the wait policy makes its choices for
+ * (src/baton_wait_policy.c): KB_TEST_CPUS when the suite is run with it
+ * (tests give the policy 1, 2, 4 or 64 CPUs that way on any machine),
+ * else the real count. Seating and the affinity options pin to the real
+ * CPUs whatever it says. */
+static inline int kbt_policy_cpus(void)
+{
+    const char *v = getenv("KB_TEST_CPUS");
+    char *end = NULL;
+    long n = v && *v ? strtol(v, &end, 10) : 0;
+    return end && *end == '\0' && n >= 1 && n <= 65536 ? (int)n : kbt_real_cpus();
 }
 
 /* Number of threads of this process (entries in /proc/self/task), or -1. */
