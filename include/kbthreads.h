@@ -68,7 +68,7 @@ extern "C" {
 
 #define KB_EINVAL    (-EINVAL)    /**< bad argument */
 #define KB_ENOMEM    (-ENOMEM)    /**< allocation failed; nothing leaked */
-#define KB_EAGAIN    (-EAGAIN)    /**< a rank thread could not be created */
+#define KB_EAGAIN    (-EAGAIN)    /**< a rank thread cannot be created now (kb_spawn_check says why) */
 #define KB_EBUSY     (-EBUSY)     /**< ctx busy, or a call from a thread not holding its baton */
 #define KB_EPERM     (-EPERM)     /**< rank-only call outside a rank, or driver-only call inside one */
 #define KB_ECANCELED (-ECANCELED) /**< this rank is being cancelled (RETURN mode, or during an unwind) */
@@ -179,7 +179,8 @@ typedef struct kb_engine {
 
 /** A scheduling context: the engine, the two pending queues and the set of
  *  completed handles. It outlives spawns: a second spawn numbers ranks from
- *  0 again and keeps the completed set.
+ *  0 again and keeps the completed set (kb_ctx_reset empties it, and the
+ *  queues, to start a new simulation).
  *
  *  While a spawn runs, a ctx is touched only by the thread holding its baton
  *  (the driver inside kb_spawn/kb_join, or the running rank); any other
@@ -195,6 +196,48 @@ KB_API int kb_ctx_create(const kb_engine *engine, kb_ctx **out);
  *  spawn or process context is live, or from an engine hook; KB_EPERM from a
  *  rank (of any spawn); NULL: no-op (0). */
 KB_API int kb_ctx_destroy(kb_ctx *ctx);
+
+/** Start a new simulation on ctx: empty its completed set and both pending
+ *  queues, so that a spawn naming its handles as an earlier one did waits
+ *  for them again instead of taking the fast path on the earlier run's
+ *  completions. It keeps what outlives simulations: the engine (whose own
+ *  state is the engine's to reset), the parked threads and what the wait
+ *  policy learnt (neither changes any order). Between spawns only: 0;
+ *  KB_EINVAL for NULL; KB_EPERM from a rank; KB_EBUSY while a spawn or a
+ *  process context is live, or from an engine hook; KB_ENOMEM (nothing
+ *  changed). */
+KB_API int kb_ctx_reset(kb_ctx *ctx);
+
+/** The rank of ctx's live spawn that holds the baton and is running its own
+ *  code (started, not inside kb_yield, kb_wait or kb_barrier, not
+ *  finished), or -1: no spawn runs, the driver holds the baton, or the
+ *  holder is starting, suspending or finishing. Any thread, without the
+ *  baton: a snapshot that may change as soon as it is read (for an
+ *  interrupt handler that has to reach the rank running code, as the Python
+ *  binding's Ctrl-C does). KB_EINVAL for NULL. */
+KB_API int kb_running_rank(const kb_ctx *ctx);
+
+/** kb_ctx_dump(): the C backtrace of every rank that has not finished. */
+#define KB_DUMP_C_FRAMES 0x1u
+/** kb_ctx_dump(): the C backtrace of the rank holding the baton. */
+#define KB_DUMP_HOLDER_C_FRAMES 0x2u
+
+/** Write ctx's live spawn to fd: who holds the baton, then a line per rank
+ *  ("kbthreads: rank 1 (kb-rank-1, LWP 4242): suspended in kb_yield"; not
+ *  started, holding the baton, suspended in kb_yield / kb_wait on a handle
+ *  / kb_barrier, finished) and, under each rank that started and has not
+ *  finished, its frames as the frames writer writes them
+ *  (kb_set_frames_writer: a binding's stack) and, as flags (KB_DUMP_*) ask,
+ *  its C backtrace. Each rank's thread writes its own frames in a handler
+ *  of KB_STALL_SIGNAL (a sleep it is in returns early, as for the stall
+ *  report), which this call waits for, up to 2 s each. From the thread
+ *  holding the baton (a rank, an engine hook) the ranks hold still; from
+ *  any other thread it is a snapshot of ranks that may move meanwhile, for
+ *  a process about to be ended (the Python binding's second Ctrl-C); the
+ *  run is not freed while it is read. Not async-signal-safe. 0 (also when
+ *  no spawn runs: a line says so); KB_EINVAL for NULL ctx, fd < 0 or
+ *  unknown flags. */
+KB_API int kb_ctx_dump(kb_ctx *ctx, int fd, unsigned flags);
 
 /* ------------------------------------------------------------------------ */
 /* Waits, completions and the pending queues.                               */
@@ -688,7 +731,9 @@ KB_API void kb_spawn_error_free(kb_spawn_error *e);
  * ctx/fn, nprocs < 0, bad opts, a malformed replay file), KB_EPERM (called
  * from a rank), KB_EBUSY (ctx busy, or from an engine hook), KB_ENOTSUP
  * (an affinity option the library cannot honour, see kb_features()),
- * KB_EAGAIN (a rank thread could not be created), KB_ENOMEM, KB_EDIVERGED
+ * KB_EAGAIN (more ranks than the system lets this process create threads
+ * for, found before anything is allocated: kb_spawn_check names the limit;
+ * or a rank thread could not be created), KB_ENOMEM, KB_EDIVERGED
  * (a replay file recorded for another nprocs, or with fewer recordings
  * than this process's spawns) or the negative errno of a record/replay/trace
  * file that cannot be opened. nprocs 0 is valid (no round, no drain). When it
@@ -696,6 +741,40 @@ KB_API void kb_spawn_error_free(kb_spawn_error *e);
  */
 KB_API int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_opts *opts,
                     kb_spawn_error **err);
+
+/**
+ * Would a spawn of nprocs ranks with opts fit on this machine now? The
+ * check kb_spawn and kb_start make before they allocate anything: 0, or
+ * KB_EAGAIN when the threads the spawn needs (a thread per rank beyond
+ * ctx's parked threads of its stack size; ctx may be NULL: none) are more
+ * than one of these limits leaves room for, with why (if why_size > 0) set
+ * to a sentence naming it, e.g. "40000 ranks need 40000 new threads (0
+ * parked threads reused): pid_max (32768, /proc/sys/kernel/pid_max) leaves
+ * room for 32611 (157 threads on the system)". The limits (Linux; a file
+ * that cannot be read skips its limit):
+ *   - pid_max and threads-max (kernel.*), less the threads of the system;
+ *   - RLIMIT_NPROC, less this process's threads (not for root or a process
+ *     with CAP_SYS_RESOURCE or CAP_SYS_ADMIN, which the kernel exempts);
+ *   - the cgroup's (and its ancestors') pids.max, less pids.current;
+ *   - address space: RLIMIT_AS less the address space in use, over a stack
+ *     (kb_spawn_opts.stack_size, or the default thread stack size) and its
+ *     guard page; with vm.overcommit_memory 2, CommitLimit less
+ *     Committed_AS, over a stack;
+ *   - memory: 24 KiB a thread that no overcommit lends (its kernel stack and
+ *     the first pages of its own stack), against MemAvailable and the
+ *     cgroup's memory.max less memory.current (a stack's full size is
+ *     virtual: 32 000 ranks of 8 MiB stacks fit in 280 MB);
+ *   - vm.max_map_count, two mappings a thread, when the spawn needs more
+ *     than a quarter of it.
+ * Each gives an upper bound on the room (a spawn that would fit is never
+ * refused; one that passes can still meet KB_EAGAIN as threads are
+ * created). The library's own limit is nprocs's type, int. Nothing is read
+ * when ctx's parked threads suffice. KB_EINVAL as kb_spawn (nprocs < 0,
+ * bad opts; also why NULL with why_size > 0), KB_ENOTSUP, KB_EPERM from a
+ * rank, KB_EBUSY while ctx is busy or from an engine hook.
+ */
+KB_API int kb_spawn_check(const kb_ctx *ctx, int nprocs, const kb_spawn_opts *opts, char *why,
+                          size_t why_size);
 
 /** A spawn started with kb_start (join=False). */
 typedef struct kb_process_context kb_process_context;

@@ -47,6 +47,13 @@ int kb__completed_init(struct kb_completed *c)
     return 0;
 }
 
+int kb__completed_clear(struct kb_completed *c)
+{
+    /* ck_hs_reset makes a new, empty table of the initial size and frees the
+     * old one; on failure the set is unchanged. */
+    return ck_hs_reset(&c->hs) ? 0 : KB_ENOMEM;
+}
+
 void kb__completed_free(struct kb_completed *c)
 {
     ck_hs_destroy(&c->hs);

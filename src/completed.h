@@ -19,6 +19,9 @@ struct kb_completed {
 /* 0 or KB_ENOMEM. */
 int kb__completed_init(struct kb_completed *c);
 void kb__completed_free(struct kb_completed *c);
+/* Empty the set (a new table of the initial size): 0, or KB_ENOMEM with
+ * the set unchanged. */
+int kb__completed_clear(struct kb_completed *c);
 int kb__completed_has(const struct kb_completed *c, kb_handle h);
 /* 0 (added or already there) or KB_ENOMEM. */
 int kb__completed_add(struct kb_completed *c, kb_handle h);

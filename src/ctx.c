@@ -42,12 +42,20 @@ int kb_ctx_create(const kb_engine *engine, kb_ctx **out)
         free(ctx);
         return KB_ENOMEM;
     }
+    if (pthread_mutex_init(&ctx->run_lock, NULL) != 0) {
+        kb__slot_destroy(&ctx->driver_slot);
+        free(ctx);
+        return KB_ENOMEM;
+    }
     if (engine)
         ctx->engine = *engine;
+    ctx->running = -1;
     kb__hb_sync_word(&ctx->owner, sizeof ctx->owner);
+    kb__hb_sync_word(&ctx->running, sizeof ctx->running);
     kb__queue_init(&ctx->waits, sizeof(kb_handle));
     kb__queue_init(&ctx->colls, sizeof(kb_collective));
     if (kb__completed_init(&ctx->done) != 0) {
+        pthread_mutex_destroy(&ctx->run_lock);
         kb__slot_destroy(&ctx->driver_slot);
         free(ctx);
         return KB_ENOMEM;
@@ -71,9 +79,45 @@ int kb_ctx_destroy(kb_ctx *ctx)
     kb__queue_free(&ctx->waits);
     kb__queue_free(&ctx->colls);
     kb__completed_free(&ctx->done);
+    pthread_mutex_destroy(&ctx->run_lock);
     kb__slot_destroy(&ctx->driver_slot);
     free(ctx);
     return 0;
+}
+
+int kb_ctx_reset(kb_ctx *ctx)
+{
+    if (!ctx)
+        return KB_EINVAL;
+    if (kb__self())
+        return KB_EPERM;
+    if (kb_in_hook())
+        return KB_EBUSY;
+    if (kb__ctx_own_idle(ctx) != 0)
+        return KB_EBUSY;
+    /* The completed set first: the only step that can fail (a new, empty
+     * table), and then nothing has changed. */
+    int rc = kb__completed_clear(&ctx->done);
+    if (rc == 0) {
+        kb__queue_clear(&ctx->waits);
+        kb__queue_clear(&ctx->colls);
+    }
+    kb__ctx_disown(ctx);
+    return rc;
+}
+
+int kb_running_rank(const kb_ctx *ctx)
+{
+    if (!ctx)
+        return KB_EINVAL;
+    return ck_pr_load_int(&((kb_ctx *)ctx)->running);
+}
+
+void kb__ctx_set_run(kb_ctx *ctx, struct kb_run *run)
+{
+    pthread_mutex_lock(&ctx->run_lock);
+    ctx->run = run;
+    pthread_mutex_unlock(&ctx->run_lock);
 }
 
 int kb__ctx_own(kb_ctx *ctx)

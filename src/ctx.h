@@ -16,6 +16,8 @@
 #ifndef KB_CTX_H
 #define KB_CTX_H
 
+#include <ck_pr.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "baton.h"
@@ -42,6 +44,7 @@ struct kb_ctx {
     struct kb_run *run;            /* the live run (kb_spawn, or a pc not finished), or NULL */
     struct kb_process_context *pc; /* the process context not yet freed, or NULL */
     struct kb_worker *pool;        /* parked workers, kept between spawns */
+    size_t pool_count;             /* how many (spawn_limits.c reads it) */
     size_t pool_stack_size;        /* their stack size (all the same) */
     /* Under Valgrind only: ended workers whose memory is freed at destroy,
      * not at once (worker.c: kb__worker_end says why). */
@@ -50,6 +53,12 @@ struct kb_ctx {
      * spawn of that shape (baton_wait_reactive.h). The driver's: read when
      * a run is resolved, written when it is destroyed, with ctx owned. */
     struct kb_wait_memory wait_memory;
+    /* Held while ctx->run is set or cleared, and by kb_ctx_dump while it
+     * reads the run from a thread that does not own the ctx. */
+    pthread_mutex_t run_lock;
+    /* ck_pr: the rank running its own code (kb_running_rank), else -1.
+     * Written by the rank holding the baton, read by any thread. */
+    int running;
 };
 
 enum kb_access {
@@ -81,6 +90,17 @@ uintptr_t kb__thread_token(void);
 int kb__engine_wait(kb_ctx *ctx, kb_handle h, void *meta, kb_wait_origin origin);
 void kb__engine_bind(kb_ctx *ctx, int rank);
 void kb__engine_abort(kb_ctx *ctx);
+
+/* Set ctx->run (NULL when the run ends, before it is destroyed), under
+ * run_lock. */
+void kb__ctx_set_run(kb_ctx *ctx, struct kb_run *run);
+
+/* The rank holding the baton starts (rank >= 0) or stops (-1) running its
+ * own code: kb_running_rank's answer. */
+static inline void kb__ctx_running(kb_ctx *ctx, int rank)
+{
+    ck_pr_store_int(&ctx->running, rank);
+}
 
 static inline int kb__handle_valid(kb_handle h)
 {

@@ -79,6 +79,7 @@ static void nudge_ahead(struct kb_worker *w, struct kb_slot *ahead)
  * UNWIND mode a cancelled rank unwinds from here and never returns. */
 static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
 {
+    kb__ctx_running(rk->run->ctx, -1);
     rk->susp = susp;
     rk->susp_handle = h;
     /* After pass_on the baton is gone: from here only fields fixed for
@@ -91,6 +92,7 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
     kb__slot_wait_budget(&rk->w->slot, &wait);
     kb__turn_begin(rk);
     rk->susp = KB_SUSP_NONE;
+    kb__ctx_running(rk->run->ctx, rk->index);
     if (!rk->cancelled)
         return 0;
     if (rk->run->cancel_mode == KB_CANCEL_UNWIND) {
@@ -105,6 +107,7 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
 static void rank_finish(struct kb_rank *rk)
 {
     struct kb_run *run = rk->run;
+    kb__ctx_running(run->ctx, -1);
     kb__rank_retire(run, rk);
     kb__barrier_check(run); /* the ranks still waiting may be all that is left */
     tls_self = NULL;        /* no kb_ call of this thread may act as the rank now */
@@ -155,6 +158,7 @@ void kb__rank_run(struct kb_worker *w, struct kb_rank *rk)
     tls_self = rk;
     rk->state = KB_RS_STARTED;
     kb__turn_begin(rk);
+    kb__ctx_running(run->ctx, rk->index);
 
     int rc;
     pthread_cleanup_push(rank_unwound, rk);

@@ -54,6 +54,14 @@ static struct frames_hook *hook;
 static sem_t frames_done;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 
+/* What a request from this process asks for (kb__frames_of_thread sets it
+ * under frames_lock before it signals; the handler reads it). */
+static pthread_mutex_t frames_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int fd;
+    int c_frames;
+} request = {2, 1};
+
 /* The marker lines of a kbthreads-dump answer (tools/kbthreads_tools/dump.py
  * reads them). */
 #define MARK_BEGIN "kbthreads-frames begin "
@@ -117,7 +125,8 @@ static void on_signal(int sig, siginfo_t *si, void *uctx)
     if (si->si_code == SI_QUEUE && si->si_pid != getpid()) {
         answer_tool(si->si_pid, si->si_value.sival_int);
     } else if (si->si_code == SI_TKILL && si->si_pid == getpid()) {
-        kb__frames_write_self(2, 0, 1);
+        kb__hb_acquire(&request);
+        kb__frames_write_self(ck_pr_load_int(&request.fd), 0, ck_pr_load_int(&request.c_frames));
         sem_post(&frames_done);
     }
     errno = saved;
@@ -127,6 +136,7 @@ static void install(void)
 {
     kb__sys_backtrace_warm(); /* loads libgcc_s now, not inside the handler */
     sem_init(&frames_done, 0, 0);
+    kb__hb_sync_word(&request, sizeof request);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
@@ -142,18 +152,27 @@ void kb__frames_install(void)
     pthread_once(&install_once, install);
 }
 
-int kb__frames_of_thread(pthread_t t)
+int kb__frames_of_thread(pthread_t t, int fd, int c_frames)
 {
+    if (pthread_equal(t, pthread_self())) {
+        kb__frames_write_self(fd, 0, c_frames);
+        return 0;
+    }
+    pthread_mutex_lock(&frames_lock);
     while (sem_trywait(&frames_done) == 0) /* a late answer of an earlier report */
         ;
-    if (pthread_kill(t, KB_STALL_SIGNAL) != 0)
-        return -1;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 2;
-    int rc;
-    while ((rc = sem_timedwait(&frames_done, &until)) != 0 && errno == EINTR)
-        ;
+    ck_pr_store_int(&request.fd, fd);
+    ck_pr_store_int(&request.c_frames, c_frames);
+    kb__hb_release(&request); /* the handler's thread reads it: the signal orders it, unseen by the tools */
+    int rc = -1;
+    if (pthread_kill(t, KB_STALL_SIGNAL) == 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 2;
+        while ((rc = sem_timedwait(&frames_done, &until)) != 0 && errno == EINTR)
+            ;
+    }
+    pthread_mutex_unlock(&frames_lock);
     return rc == 0 ? 0 : -1;
 }
 

@@ -18,9 +18,11 @@ void kb__frames_install(void);
  * it writes exactly the C backtrace (or nothing without c_frames). */
 void kb__frames_write_self(int fd, int max_frames, int c_frames);
 
-/* Driver (the stall report): have thread t write its frames, both kinds, to
- * stderr, and wait for it up to two seconds. 0, or -1 when it did not
- * answer in time (or the signal could not be sent). */
-int kb__frames_of_thread(pthread_t t);
+/* Have thread t write its frames to fd (the frames writer's, then with
+ * c_frames its C backtrace), and wait for it up to two seconds; the calling
+ * thread writes its own at once. 0, or -1 when it did not answer in time
+ * (or the signal could not be sent). Used by the stall report and
+ * kb_ctx_dump, one request at a time. */
+int kb__frames_of_thread(pthread_t t, int fd, int c_frames);
 
 #endif

@@ -16,6 +16,7 @@
 #include "round_loop.h"
 #include "run.h"
 #include "schedule_file.h"
+#include "spawn_limits.h"
 #include "spawn_options.h"
 #include "stats.h"
 #include "system.h"
@@ -64,12 +65,14 @@ int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
     if (rc != 0 || (rc = kb__ctx_own_idle(ctx)) != 0)
         return rc;
     struct kb_run *run;
-    rc = kb__run_create(ctx, fn, arg, nprocs, opts, &run);
+    rc = kb__spawn_room(ctx, nprocs, opts ? opts->stack_size : 0, NULL, 0);
+    if (rc == 0)
+        rc = kb__run_create(ctx, fn, arg, nprocs, opts, &run);
     if (rc != 0) {
         kb__ctx_disown(ctx);
         return rc;
     }
-    ctx->run = run;
+    kb__ctx_set_run(ctx, run);
     struct driver_pin pin;
     pin_driver(run, &pin);
     while ((rc = kb__sched_round(run)) == 0)
@@ -81,7 +84,7 @@ int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
     } else {
         rc = 0;
     }
-    ctx->run = NULL;
+    kb__ctx_set_run(ctx, NULL);
     kb__run_destroy(run);
     kb__ctx_disown(ctx);
     return rc;
@@ -100,6 +103,10 @@ int kb_start(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
     *out = NULL;
     if ((rc = kb__ctx_own_idle(ctx)) != 0)
         return rc;
+    if ((rc = kb__spawn_room(ctx, nprocs, opts ? opts->stack_size : 0, NULL, 0)) != 0) {
+        kb__ctx_disown(ctx);
+        return rc;
+    }
     kb_process_context *pc = kb__calloc(1, sizeof *pc);
     if (!pc) {
         kb__ctx_disown(ctx);
@@ -114,11 +121,32 @@ int kb_start(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_spawn_o
     }
     pc->ctx = ctx;
     pc->run = run;
-    ctx->run = run;
+    kb__ctx_set_run(ctx, run);
     ctx->pc = pc;
     kb__ctx_disown(ctx);
     *out = pc;
     return 0;
+}
+
+int kb_spawn_check(const kb_ctx *ctx, int nprocs, const kb_spawn_opts *opts, char *why, size_t why_size)
+{
+    if (why && why_size)
+        why[0] = '\0';
+    if (why_size && !why)
+        return KB_EINVAL;
+    int rc = kb__spawn_opts_check(nprocs, opts); /* kb_spawn's checks of nprocs and opts */
+    if (rc == 0)
+        rc = check_driver_thread();
+    if (rc != 0)
+        return rc;
+    if (!ctx)
+        return kb__spawn_room(NULL, nprocs, opts ? opts->stack_size : 0, why, why_size);
+    kb_ctx *owned = (kb_ctx *)ctx; /* ownership is taken through const, as kb__ctx_access_begin does */
+    if ((rc = kb__ctx_own_idle(owned)) != 0)
+        return rc;
+    rc = kb__spawn_room(ctx, nprocs, opts ? opts->stack_size : 0, why, why_size);
+    kb__ctx_disown(owned);
+    return rc;
 }
 
 /* Drive rounds until the run ends (1, or what kb__sched_round stopped it
@@ -156,7 +184,7 @@ static void join_finish(kb_process_context *pc, int rc, kb_spawn_error **err)
     pc->result = rc; /* 1, or what kb__sched_round stopped the run with */
     kb__stats_fill(run, &pc->final);
     pc->run = NULL;
-    pc->ctx->run = NULL;
+    kb__ctx_set_run(pc->ctx, NULL);
     kb__run_destroy(run);
 }
 
@@ -216,7 +244,7 @@ void kb_process_context_free(kb_process_context *pc)
                 kb__record_end(run->files.record, "freed");
             kb__sched_cancel_all(run);
         }
-        ctx->run = NULL;
+        kb__ctx_set_run(ctx, NULL);
         kb__run_destroy(run);
     }
     ctx->pc = NULL;

@@ -264,7 +264,14 @@ int kb__run_options_resolve(struct kb_run *run, const kb_spawn_opts *opts)
 
 int kb__spawn_args_check(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const kb_spawn_opts *opts)
 {
-    if (!ctx || !fn || nprocs < 0)
+    if (!ctx || !fn)
+        return KB_EINVAL;
+    return kb__spawn_opts_check(nprocs, opts);
+}
+
+int kb__spawn_opts_check(int nprocs, const kb_spawn_opts *opts)
+{
+    if (nprocs < 0)
         return KB_EINVAL;
     if (opts) {
         if (opts->stack_size != 0 && opts->stack_size < (size_t)PTHREAD_STACK_MIN)

@@ -35,6 +35,8 @@ struct kb_run_options {
 /* kb_spawn / kb_start's argument checks: 0, KB_EINVAL, or KB_ENOTSUP
  * (an affinity option on a system that cannot pin threads). */
 int kb__spawn_args_check(const kb_ctx *ctx, kb_rank_fn fn, int nprocs, const kb_spawn_opts *opts);
+/* The same checks of nprocs and opts alone (kb_spawn_check). */
+int kb__spawn_opts_check(int nprocs, const kb_spawn_opts *opts);
 
 /* Resolve run->opt (all but observe and cpu) and run->strategy from opts
  * (NULL: the defaults) and the environment, and draw the strategy's

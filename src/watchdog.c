@@ -54,7 +54,7 @@ static void report(struct kb_run *run, int rank, uint64_t held_ns)
             "backtrace:\n",
             rank, rank, (unsigned long long)(held_ns / 1000000u), run->opt.stall_ms);
     fflush(stderr);
-    kb__frames_of_thread(run->ranks[rank].w->thread);
+    kb__frames_of_thread(run->ranks[rank].w->thread, 2, 1);
     fprintf(stderr, "kbthreads: stall: still waiting for rank %d%s\n", rank,
             run->opt.stall_abort ? "; aborting (stall_abort)" : "");
     pthread_mutex_unlock(&report_lock);

@@ -54,6 +54,7 @@ int kb__worker_get(struct kb_ctx *ctx, size_t stack_size, struct kb_worker **out
     if (ctx->pool) {
         struct kb_worker *w = ctx->pool;
         ctx->pool = w->next;
+        ctx->pool_count--;
         w->next = NULL;
         *out = w;
         *created = 0;
@@ -96,6 +97,7 @@ void kb__worker_put(struct kb_ctx *ctx, struct kb_worker *w)
         ctx->pool_stack_size = w->stack_size;
     w->next = ctx->pool;
     ctx->pool = w;
+    ctx->pool_count++;
 }
 
 void kb__worker_end(struct kb_ctx *ctx, struct kb_worker *w)
@@ -141,6 +143,7 @@ void kb__pool_drain(struct kb_ctx *ctx)
     while (ctx->pool) {
         struct kb_worker *w = ctx->pool;
         ctx->pool = w->next;
+        ctx->pool_count--;
         kb__worker_end(ctx, w);
     }
 }

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Real thread-creation failure (no fault seam): in a forked child, limit the
- * address space (RLIMIT_AS) so only a few 64 MiB rank stacks fit, then spawn
- * more ranks than that. kb_spawn must answer KB_EAGAIN with no rank run (no
- * fn, no bind: bind runs only after every rank thread exists), every created
- * thread gone, and the ctx usable for a clean spawn once the limit is lifted.
- * Root ignores RLIMIT_NPROC, so RLIMIT_AS is the robust real limit here.
+ * A real limit (no fault seam): in a forked child, limit the address space
+ * (RLIMIT_AS) so only a few 64 MiB rank stacks fit, then spawn more ranks
+ * than that. kb_spawn must answer KB_EAGAIN before it creates any thread
+ * (the sizes are checked before memory is spent; kb_spawn_check names
+ * RLIMIT_AS) with no rank run (no fn, no bind), and the ctx must be usable
+ * for a clean spawn once the limit is lifted. Threads the ctx keeps parked
+ * are not counted against the limit. Root ignores RLIMIT_NPROC, so
+ * RLIMIT_AS is the robust real limit here. (A thread that cannot be
+ * created although the check passed still gives KB_EAGAIN with every
+ * created thread gone: test_fault_threads.)
  */
 #include <malloc.h>
 #include <setjmp.h>
@@ -80,10 +84,17 @@ static int limited_spawn_child(size_t headroom)
     }
     kb_spawn_opts o = {.stack_size = BIG_STACK, .cancel_mode = KB_CANCEL_UNWIND};
     kb_spawn_error *err = NULL;
+    char why[512];
+    int check = kb_spawn_check(ctx, LIMIT_NPROCS, &o, why, sizeof why);
     int rc = kb_spawn(ctx, tl_rank, &c, LIMIT_NPROCS, &o, &err);
+    long t = kbt_task_count();
     setrlimit(RLIMIT_AS, &old);
     kb_spawn_error_free(err);
     int bad = 0;
+    if (check != KB_EAGAIN || !strstr(why, "RLIMIT_AS")) {
+        fprintf(stderr, "kb_spawn_check returned %d (%s), want KB_EAGAIN naming RLIMIT_AS\n", check, why);
+        bad = 19;
+    }
     if (rc != KB_EAGAIN) {
         fprintf(stderr, "limited kb_spawn returned %d (%s), want KB_EAGAIN\n", rc, kb_strerror(rc));
         bad = 20;
@@ -93,9 +104,9 @@ static int limited_spawn_child(size_t headroom)
                 c.bind_calls);
         bad = 21;
     }
-    long t = kbt_settle_tasks(base, 3000);
     if (t > base) {
-        fprintf(stderr, "after KB_EAGAIN: %ld threads, %ld before the spawn\n", t, base);
+        fprintf(stderr, "after KB_EAGAIN: %ld threads, %ld before the spawn: threads were created\n", t,
+                base);
         bad = 22;
     }
     rc = kb_spawn(ctx, tl_rank, &c, LIMIT_NPROCS, &o, NULL);
@@ -114,16 +125,56 @@ static int limited_spawn_child(size_t headroom)
     return bad;
 }
 
-static int child_fail_mid_way(void *unused)
+static int child_room_for_some(void *unused)
 {
     (void)unused;
     return limited_spawn_child((size_t)512 << 20); /* about 7 stacks of 64 MiB fit, 32 needed */
 }
 
-static int child_fail_first(void *unused)
+static int child_room_for_none(void *unused)
 {
     (void)unused;
     return limited_spawn_child((size_t)32 << 20); /* not even one stack fits */
+}
+
+/* Parked threads need no room: after a spawn of 4 ranks, an address space
+ * with no room for another stack still runs 4, and refuses 5. */
+static int child_parked_threads_reused(void *unused)
+{
+    (void)unused;
+    mallopt(M_ARENA_MAX, 1);
+    struct tl_counts c = {0, 0};
+    kb_ctx *ctx = NULL;
+    if (kb_ctx_create(NULL, &ctx) != 0)
+        return 10;
+    kb_spawn_opts o = {.stack_size = BIG_STACK, .cancel_mode = KB_CANCEL_UNWIND};
+    if (kb_spawn(ctx, tl_rank, &c, 4, &o, NULL) != 0)
+        return 11;
+    struct rlimit old;
+    if (getrlimit(RLIMIT_AS, &old) != 0 || vm_bytes() < 0)
+        return 12;
+    struct rlimit lim = {(rlim_t)vm_bytes() + ((size_t)16 << 20), old.rlim_max};
+    if (setrlimit(RLIMIT_AS, &lim) != 0)
+        return 13;
+    int four = kb_spawn(ctx, tl_rank, &c, 4, &o, NULL);
+    int five = kb_spawn(ctx, tl_rank, &c, 5, &o, NULL);
+    setrlimit(RLIMIT_AS, &old);
+    int bad = 0;
+    if (four != 0) {
+        fprintf(stderr, "4 ranks on 4 parked threads: %d (%s), want 0\n", four, kb_strerror(four));
+        bad = 20;
+    }
+    if (five != KB_EAGAIN) {
+        fprintf(stderr, "5 ranks, room for 4: %d (%s), want KB_EAGAIN\n", five, kb_strerror(five));
+        bad = 21;
+    }
+    if (c.fn_calls != 8) {
+        fprintf(stderr, "%d fn calls, want 8\n", c.fn_calls);
+        bad = 22;
+    }
+    if (kb_ctx_destroy(ctx) != 0)
+        bad = 23;
+    return bad;
 }
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -156,23 +207,30 @@ static void run_child(int (*fn)(void *))
     }
 }
 
-static void test_thread_limit_mid_spawn_gives_eagain_and_no_rank_runs(void **state)
+static void test_address_space_for_some_stacks_gives_eagain_before_any_thread(void **state)
 {
     (void)state;
-    run_child(child_fail_mid_way);
+    run_child(child_room_for_some);
 }
 
-static void test_thread_limit_at_first_rank_gives_eagain_and_no_rank_runs(void **state)
+static void test_address_space_for_no_stack_gives_eagain_before_any_thread(void **state)
 {
     (void)state;
-    run_child(child_fail_first);
+    run_child(child_room_for_none);
+}
+
+static void test_parked_threads_need_no_room(void **state)
+{
+    (void)state;
+    run_child(child_parked_threads_reused);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_thread_limit_mid_spawn_gives_eagain_and_no_rank_runs),
-        cmocka_unit_test(test_thread_limit_at_first_rank_gives_eagain_and_no_rank_runs),
+        cmocka_unit_test(test_address_space_for_some_stacks_gives_eagain_before_any_thread),
+        cmocka_unit_test(test_address_space_for_no_stack_gives_eagain_before_any_thread),
+        cmocka_unit_test(test_parked_threads_need_no_room),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
