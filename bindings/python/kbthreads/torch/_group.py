@@ -63,12 +63,11 @@ def _snap(t: torch.Tensor) -> torch.Tensor:
 def _same(calls: Sequence[Call], extra_check: Callable[[Sequence[Call]], str | None] | None = None) -> str | None:
     """None when every call agrees on kind, dtype, shapes, op and root."""
     first = calls[0]
-    sig = (first.kind, first.dtype, first.shapes, first.op, first.root)
-    bad = any((c.kind, c.dtype, c.shapes, c.op, c.root) != sig for c in calls)
-    why = None if not bad else "the calls differ"
-    if why is None and extra_check is not None:
-        why = extra_check(calls)
-    return why
+    for what, get in (("kind", lambda c: c.kind), ("dtype", lambda c: c.dtype), ("shape", lambda c: c.shapes),
+                      ("reduce op", lambda c: c.op), ("root", lambda c: c.root)):
+        if any(get(c) != get(first) for c in calls):
+            return f"the calls differ in {what}"
+    return extra_check(calls) if extra_check is not None else None
 
 
 class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
