@@ -46,11 +46,12 @@ BENCH_DEB_REQUIRED := build-essential cmake pkg-config libck-dev python3
 BENCH_OPTIONAL_DEPS ?= yes
 BENCH_DEB_OPTIONAL := $(if $(filter yes,$(BENCH_OPTIONAL_DEPS)),g++ libsimgrid-dev python3-greenlet python3-dev gnuplot-nox,)
 
-.PHONY: bench bench-smoke bench-report bench-compare bench-build bench-deps bench-clean bench-help
+.PHONY: bench bench-torch bench-smoke bench-report bench-compare bench-build bench-deps bench-clean bench-help
 
 bench-help:
 	@echo "make bench          optimised build in $(BENCH_BUILD), every benchmark, results in bench/results/"
 	@echo "make bench-smoke    a seconds-long run proving every benchmark runs"
+	@echo "make bench-torch    torch.distributed: kbthreads, PyTorch's threaded group, gloo processes (docs/bench-torch.md)"
 	@echo "make bench-report   make bench, then docs/benchmarks.md and docs/bench-yield*.png (BENCH_REUSE=1: no run)"
 	@echo "make bench-compare  two results files figure by figure (BENCH_OLD=... BENCH_NEW=...)"
 	@echo "make bench-clean    remove $(BENCH_BUILD)"
@@ -101,9 +102,25 @@ BENCH_RUN = $(BENCH_PYTHON) $(BENCH_MK_DIR)/run.py --bindir $(BENCH_BUILD) --con
 
 bench: bench-build
 	$(BENCH_RUN) $(BENCH_ARGS)
+	$(BENCH_TORCH_RUN) --out $(BENCH_RESULTS)/torch-latest.json --report $(BENCH_MK_ROOT)/docs/bench-torch.md
 
 bench-smoke: bench-build
 	$(BENCH_RUN) --smoke $(BENCH_ARGS)
+	$(BENCH_TORCH_RUN) --smoke
+
+# torch.distributed on kbthreads against PyTorch's threaded test group and gloo
+# processes (bench/torch_bench.py), with the test venv's PyTorch 2.x (the top
+# Makefile's `venv` target makes it), on the library and compiled part built
+# in $(BENCH_BUILD); its report is docs/bench-torch.md.
+BENCH_TORCH_PYTHON ?= $(BENCH_MK_ROOT)/build/venv/bin/python
+BENCH_TORCH_ARGS ?=
+BENCH_TORCH_RUN = @test -x $(BENCH_TORCH_PYTHON) || { echo "bench: $(BENCH_TORCH_PYTHON) missing (make venv)"; exit 1; }; \
+  mkdir -p $(BENCH_RESULTS); \
+  PYTHONPATH=$(BENCH_MK_ROOT)/bindings/python KBTHREADS_LIBRARY=$(BENCH_BUILD)/src/libkbthreads.so.0 \
+  $(BENCH_TORCH_PYTHON) $(BENCH_MK_DIR)/torch_bench.py $(BENCH_TORCH_ARGS)
+
+bench-torch: bench-build
+	$(BENCH_TORCH_RUN) --out $(BENCH_RESULTS)/torch-latest.json --report $(BENCH_MK_ROOT)/docs/bench-torch.md
 
 bench-report: $(if $(BENCH_REUSE),bench-deps,bench)
 	$(BENCH_PYTHON) $(BENCH_MK_DIR)/report.py --results $(BENCH_RESULTS)/bench-latest.json \
