@@ -116,7 +116,7 @@ BENCH_TORCH_PYTHON ?= $(BENCH_MK_ROOT)/build/venv/bin/python
 BENCH_TORCH_ARGS ?=
 BENCH_TORCH_RUN = @test -x $(BENCH_TORCH_PYTHON) || { echo "bench: $(BENCH_TORCH_PYTHON) missing (make venv)"; exit 1; }; \
   mkdir -p $(BENCH_RESULTS); \
-  PYTHONPATH=$(BENCH_MK_ROOT)/bindings/python KBTHREADS_LIBRARY=$(BENCH_BUILD)/src/libkbthreads.so.0 \
+  PYTHONPATH=$(BENCH_MK_ROOT)/bindings/python KBTHREADS_ACCEL=$$(ls $(BENCH_BUILD)/kbthreads/bindings/python/kbthreads/_accel*.so) \
   $(BENCH_TORCH_PYTHON) $(BENCH_MK_DIR)/torch_bench.py $(BENCH_TORCH_ARGS)
 
 bench-torch: bench-build
