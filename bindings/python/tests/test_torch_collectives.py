@@ -307,3 +307,14 @@ def test_async_work_futures_hold_the_result():
         return [x.tolist() for x in fut.value()], w.is_success(), w.exception()
 
     assert run(body) == {r: ([[6.0, 6.0]], True, None) for r in range(N)}
+
+
+def test_polling_is_completed_lets_the_collective_complete():
+    def body(r, n):
+        t = torch.full((1,), float(r))
+        w = dist.all_reduce(t, async_op=True)
+        while not w.is_completed():  # each poll that finds it incomplete gives a round
+            pass
+        return t.item()
+
+    assert run(body) == {r: 6.0 for r in range(N)}

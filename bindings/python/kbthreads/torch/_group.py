@@ -131,7 +131,7 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
             assert m.results is not None
             return finish(m.results[self._grank])
 
-        return KbWork(wait)
+        return KbWork(wait, ready=lambda: table.done(m))
 
     # ---- collectives ----------------------------------------------------------------
     def _tensors(self, ts: Sequence[Any], what: str) -> list[torch.Tensor]:
@@ -545,7 +545,7 @@ class _Mailbox:
             work._source = holder["src"]  # a group rank, as torch reads it
             return [t]
 
-        work = KbWork(wait)
+        work = KbWork(wait, ready=lambda: self.table.done(m))
         return work
 
     def _match(self, pg: KbProcessGroup, m: Meeting, holder: dict, src: int, dst: int, call: Call) -> None:

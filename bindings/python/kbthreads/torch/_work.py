@@ -4,7 +4,8 @@
 ``wait()`` parks the rank until a drain completed the collective, then
 copies the rank's result into its output tensors (the rank's own thread
 writes its own tensors). ``get_future()`` waits first and returns a
-completed future: PyTorch's C++ code (DDP's reducer) waits on that future
+completed future (``is_completed()`` polls, giving a round when it is
+not): PyTorch's C++ code (DDP's reducer) waits on that future
 with a condition variable, which must never block a thread holding the
 baton."""
 from __future__ import annotations
@@ -15,11 +16,15 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from .._suspend import yield_
+
 
 class KbWork(dist.Work):  # type: ignore[misc]
-    def __init__(self, wait: Callable[[], Any] | None, result: Any = None) -> None:
+    def __init__(self, wait: Callable[[], Any] | None, result: Any = None,
+                 ready: Callable[[], bool] | None = None) -> None:
         super().__init__()
         self._wait = wait  # None: complete already
+        self._ready = ready  # without parking: has the drain completed it?
         self._result = result
         self._error: BaseException | None = None
         self._source = -1
@@ -42,7 +47,17 @@ class KbWork(dist.Work):  # type: ignore[misc]
         return True
 
     def is_completed(self) -> bool:
-        return self._wait is None
+        """Polls: when the collective is not complete yet, the rank gives up
+        the baton for one round first (so a polling loop lets the other
+        ranks and the drain progress, as gloo's background progress would)."""
+        if self._wait is None:
+            return True
+        if self._ready is not None and not self._ready():
+            yield_()
+        if self._ready is None or self._ready():
+            self.wait()
+            return True
+        return False
 
     def is_success(self) -> bool:
         return self._wait is None and self._error is None
