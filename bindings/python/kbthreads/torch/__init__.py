@@ -42,7 +42,9 @@ if not _dist.is_available():  # pragma: no cover
 
 from ._group import BACKEND, KbProcessGroup
 from ._meeting import Collective, CollectiveError
-from ._spawn import TorchProcessContext, spawn
+from ._network import Network
+from ._simtime import SimRun
+from ._spawn import TorchProcessContext, sim_time, spawn
 from ._store import KbStore
 from ._work import KbWork
 from ._world import register_backend
@@ -56,6 +58,9 @@ __all__ = [
     "KbProcessGroup",
     "KbStore",
     "KbWork",
+    "Network",
+    "SimRun",
+    "sim_time",
     "TorchProcessContext",
     "spawn",
 ]

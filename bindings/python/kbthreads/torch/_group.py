@@ -103,7 +103,9 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
     # ---- the meeting ---------------------------------------------------------------
     def _call(self, kind: str, inputs: Any, *, dtype: str | None, shapes: tuple, numel: int, nbytes: int,
               op: str | None = None, root: int | None = None, extra: Any = None) -> Call:
-        return Call(kind, self._global, dtype, shapes, op, root, call_site(), numel, nbytes, inputs, extra)
+        timing = self._table.timing
+        t = timing.arrive(self._global) if timing is not None else None
+        return Call(kind, self._global, dtype, shapes, op, root, call_site(), numel, nbytes, inputs, extra, t)
 
     def _meet(self, call: Call, check: Callable[[Sequence[Call]], str | None],
               compute: Callable[[list[Call]], dict[int, Any]], finish: Callable[[Any], Any]) -> KbWork:
@@ -126,10 +128,13 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
         m = table.arrive(self._info, seq, self._grank, call, checked, compute)
         what = f"{call.describe()} (collective #{seq} on group {self._info.name!r})"
 
-        def wait() -> Any:
+        def wait(defer: bool) -> Any:
             table.wait(self._global, m, what)
             assert m.results is not None
-            return finish(m.results[self._grank])
+            r = finish(m.results[self._grank])
+            if table.timing is not None:
+                table.timing.settle(self._global, m.handle, defer)
+            return r
 
         return KbWork(wait, ready=lambda: table.done(m))
 
@@ -482,9 +487,9 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
 
 
 def _chain(works: list[KbWork], result: Any) -> KbWork:
-    def wait() -> Any:
+    def wait(defer: bool) -> Any:
         for w in works:
-            w.wait()
+            w._finish(defer)
         return result
 
     return KbWork(wait)
@@ -539,10 +544,12 @@ class _Mailbox:
         what = f"recv({_dtype(t)} [{','.join(map(str, t.shape))}]) from {src_txt} at {recv_call.site}"
         work: KbWork
 
-        def wait() -> Any:
+        def wait(defer: bool) -> Any:
             self.table.wait(pg._global, m, what)
             holder["finish"]()
             work._source = holder["src"]  # a group rank, as torch reads it
+            if self.table.timing is not None:
+                self.table.timing.settle(pg._global, m.handle, defer)
             return [t]
 
         work = KbWork(wait, ready=lambda: self.table.done(m))
@@ -565,4 +572,4 @@ class _Mailbox:
         m.calls[src] = call
         m.results = {dst: None}
         holder["finish"] = finish  # the receiver copies once the drain completed the match
-        self.table.submit_p2p(m, info.ranks[src], info.ranks[dst], call, call.rank)
+        self.table.submit_p2p(m, info.ranks[src], info.ranks[dst], call, call.rank, m.calls[dst].t)

@@ -43,6 +43,9 @@ class Collective:
     op: str | None = None  #: the reduce op ("SUM", "AVG", ...) or None
     root: int | None = None  #: the root's global rank (broadcast, reduce, gather, scatter)
     peer: int | None = None  #: for "send": the receiver's global rank (``root`` is the sender)
+    #: each member's simulated arrival time (seconds, group order; a send's sender then its receiver),
+    #: in a spawn with a network model; else None
+    arrivals: tuple[float, ...] | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -64,6 +67,7 @@ class Call:
     nbytes: int
     inputs: Any  # snapshot of what the rank brought
     extra: Any = None  # per-kind data that need not match (split sizes)
+    t: float | None = None  # simulated arrival time (a timed spawn)
 
     def describe(self) -> str:
         parts = [self.dtype] if self.dtype else []
@@ -154,6 +158,7 @@ class SpawnTable:
         self.epoch = 0  # bumped by every arrival and submission
         self.failure: str | None = None  # a deadlock report, once found
         self.failure_ranks: set[int] = set()
+        self.timing: Any = None  # a _simtime.Timing in a spawn with a network model
 
     # ---- collectives -----------------------------------------------------------
     def arrive(self, group: Any, seq: int, group_rank: int, call: Call, check: Callable, compute: Callable) -> Meeting:
@@ -187,12 +192,13 @@ class SpawnTable:
             nbytes=tuple(c.nbytes for c in calls),
             op=first.op,
             root=None if root is None else m.group.ranks[root],
+            arrivals=None if self.timing is None else tuple(c.t for c in calls),
         )
         m.handle = ("kbthreads.torch", self.spawn_id, m.group.name, m.group.incarnation, m.seq)
         self.epoch += 1
         self.ctx.pending_collectives.append((m.handle, sip, meta))
 
-    def submit_p2p(self, m: Meeting, src: int, dst: int, call: Call, sip: int) -> None:
+    def submit_p2p(self, m: Meeting, src: int, dst: int, call: Call, sip: int, recv_t: float | None) -> None:
         meta = Collective(
             kind="send",
             group=m.group.name,
@@ -203,6 +209,7 @@ class SpawnTable:
             nbytes=(call.nbytes,),
             root=src,
             peer=dst,
+            arrivals=None if self.timing is None else (call.t, recv_t),
         )
         m.handle = ("kbthreads.torch", self.spawn_id, m.group.name, m.group.incarnation, "p2p", src, dst, m.seq)
         self.epoch += 1

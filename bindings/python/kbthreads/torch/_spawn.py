@@ -10,6 +10,8 @@ from .._context import Context
 from .._spawn import ProcessContext
 from . import _world
 from ._meeting import SpawnTable
+from ._network import Network
+from ._simtime import NetworkEngine, SimRun, Timing, compute_model, rank_time
 from ._store import KbStore
 
 _spawn_ids = itertools.count(1)
@@ -63,7 +65,9 @@ class TorchProcessContext:
 
 
 def spawn(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1, join: bool = True, daemon: bool = False,
-          start_method: str = "spawn", *, context: Context | None = None) -> TorchProcessContext | None:
+          start_method: str = "spawn", *, context: Context | None = None, network: Network | None = None,
+          device_flops: float | None = None, compute: Any = None,
+          cpu_factor: float = 1.0) -> TorchProcessContext | SimRun | None:
     """Run ``fn(rank, *args)`` on ``nprocs`` kbthreads ranks, the way
     ``torch.multiprocessing.spawn`` runs it in processes; inside, each rank's
     ``torch.distributed.init_process_group(...)`` gives it a group served by
@@ -72,6 +76,17 @@ def spawn(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1, join: bool 
     kbthreads.Context whose engine completes the collectives (default: a new
     Context with no engine, where each collective completes at the drain
     after its last rank arrives).
+
+    Simulated time (docs/torch-time.md): with ``network`` (a
+    kbthreads.torch.Network) every collective is priced by it and every
+    rank keeps a simulated clock; compute between collectives costs the
+    FLOPs the rank executed (counted by its own FlopCounterMode) divided by
+    ``device_flops`` (none given: compute is free), or, with
+    ``compute="cpu_time"``, the rank thread's CPU time times ``cpu_factor``,
+    or ``compute(rank, flops, cpu_seconds) -> seconds``. The spawn then
+    returns a SimRun (``summary()``, ``write_timeline(path)``,
+    ``write_plot(path)``); it needs ``join=True`` and a context without an
+    engine.
 
     Raises kbthreads.SpawnException when ranks fail (root causes only),
     after cancelling the others in rank order."""
@@ -85,19 +100,50 @@ def spawn(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1, join: bool 
         raise ValueError(f"kbthreads.torch.spawn: nprocs must be at least 1, not {nprocs}")
     if context is not None and not isinstance(context, Context):
         raise TypeError("kbthreads.torch.spawn: context must be a kbthreads.Context")
+    timing = None
+    if network is not None:
+        if not isinstance(network, Network):
+            raise TypeError(f"kbthreads.torch.spawn: network must be a kbthreads.torch.Network, "
+                            f"not {type(network).__name__}")
+        if not join:
+            raise ValueError("kbthreads.torch.spawn: a simulated-time spawn (network=...) needs join=True")
+        if context is not None and context.engine is not None:
+            raise ValueError("kbthreads.torch.spawn: network=... prices the collectives itself: "
+                             "pass a context without an engine")
+        timing = Timing(network, compute_model(device_flops, compute, cpu_factor), nprocs)
+    elif device_flops is not None or compute is not None:
+        raise ValueError("kbthreads.torch.spawn: device_flops and compute need network=...")
     ctx = context if context is not None else Context()
     table = SpawnTable(ctx, next(_spawn_ids), nprocs)
+    table.timing = timing
     store = KbStore()
 
     def entry(rank: int, *a: Any) -> None:
         st = _world.RankState(table, rank, nprocs, store)
         _world.enter_rank(st)
         try:
-            fn(rank, *a)
+            if timing is not None:
+                timing.begin_rank(rank)
+            try:
+                fn(rank, *a)
+            finally:
+                if timing is not None:
+                    timing.end_rank(rank)
         finally:
             table.finished.add(rank)
             table.epoch += 1
             _world.leave_rank(st)
+
+    if timing is not None:
+        saved = ctx.engine
+        ctx.engine = NetworkEngine(timing)
+        _world.install()
+        try:
+            ctx.spawn(entry, args, nprocs)
+        finally:
+            _world.uninstall()
+            ctx.engine = saved
+        return SimRun(timing)
 
     _world.install()
     if not join:
@@ -112,3 +158,13 @@ def spawn(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1, join: bool 
     finally:
         _world.uninstall()
     return None
+
+
+def sim_time() -> float:
+    """The calling rank's simulated clock, in seconds (its compute so far
+    counted), inside a spawn with a network model."""
+    st = _world.current()
+    timing = st.table.timing if st is not None else None
+    if timing is None:
+        raise RuntimeError("kbthreads.torch.sim_time: only inside a rank of a spawn with network=...")
+    return rank_time(timing, st.rank)

@@ -20,7 +20,7 @@ from .._suspend import yield_
 
 
 class KbWork(dist.Work):  # type: ignore[misc]
-    def __init__(self, wait: Callable[[], Any] | None, result: Any = None,
+    def __init__(self, wait: Callable[[bool], Any] | None, result: Any = None,
                  ready: Callable[[], bool] | None = None) -> None:
         super().__init__()
         self._wait = wait  # None: complete already
@@ -29,11 +29,15 @@ class KbWork(dist.Work):  # type: ignore[misc]
         self._error: BaseException | None = None
         self._source = -1
 
-    def _finish(self) -> None:
+    def _finish(self, defer: bool = False) -> None:
+        """Wait (once); defer: a future asked for during backward, whose
+        simulated wait is at the end of that backward pass."""
+        if self._error is not None:
+            raise self._error
         if self._wait is not None:
             fn, self._wait = self._wait, None
             try:
-                r = fn()
+                r = fn(defer)
             except BaseException as e:
                 self._error = e
                 raise
@@ -81,7 +85,7 @@ class KbWork(dist.Work):  # type: ignore[misc]
         self.wait()
 
     def get_future(self) -> torch.futures.Future:
-        self.wait()
+        self._finish(defer=True)
         fut: torch.futures.Future = torch.futures.Future()
         fut.set_result(self.result())
         return fut
