@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 IMPLS = ["kbthreads", "threaded", "gloo"]
+TIMED = "kbthreads-timed"  # the DDP step with simulated time on (network engine, FLOP counting)
 WORKLOADS = ["ddp", "allreduce"]
 ALLREDUCE_ELEMS = (1 << 20) // 4  # 1 MiB of float32
 
@@ -78,7 +79,7 @@ def _body(rank: int, n: int, workload: str, warm: int, steps: int, res: dict) ->
         res["per_step"] = (time.perf_counter() - t0) / steps
 
 
-def _kbthreads(n: int, workload: str, warm: int, steps: int, out: str) -> None:
+def _kbthreads(n: int, workload: str, warm: int, steps: int, out: str, timed: bool = False) -> None:
     import torch.distributed as dist
 
     import kbthreads.torch as kbt
@@ -90,8 +91,15 @@ def _kbthreads(n: int, workload: str, warm: int, steps: int, out: str) -> None:
         _body(rank, n, workload, warm, steps, res)
         dist.destroy_process_group()
 
-    kbt.spawn(rank_main, nprocs=n)
+    if timed:  # simulated time: the network engine and FLOP counting in every rank
+        kbt.spawn(rank_main, nprocs=n, network=kbt.Network(5e-6, 25e9), device_flops=1e12)
+    else:
+        kbt.spawn(rank_main, nprocs=n)
     Path(out).write_text(json.dumps(res))
+
+
+def _kbthreads_timed(n: int, workload: str, warm: int, steps: int, out: str) -> None:
+    _kbthreads(n, workload, warm, steps, out, timed=True)
 
 
 def _threaded(n: int, workload: str, warm: int, steps: int, out: str) -> None:
@@ -157,7 +165,8 @@ def child(argv: list[str]) -> None:
     import torch
 
     torch.set_num_threads(1)
-    {"kbthreads": _kbthreads, "threaded": _threaded, "gloo": _gloo}[impl](n, workload, warm, steps, out)
+    impls = {"kbthreads": _kbthreads, "threaded": _threaded, "gloo": _gloo, "kbthreads-timed": _kbthreads_timed}
+    impls[impl](n, workload, warm, steps, out)
 
 
 # ---- the parent: the matrix, interleaved ---------------------------------------------------------
@@ -185,11 +194,12 @@ def run(ranks: list[int], reps: int, warm: int, steps: int, script_steps: int, t
     for rep in range(reps):
         for workload in WORKLOADS:
             for n in ranks:
-                order = IMPLS[rep % 3:] + IMPLS[: rep % 3]
+                impls = IMPLS + [TIMED] if workload == "ddp" else IMPLS
+                order = impls[rep % len(impls):] + impls[: rep % len(impls)]
                 for impl in order:
                     m = measure(impl, n, workload, warm, steps, tmp)
                     cells.setdefault(f"{workload}/{n}/{impl}", []).append(m)
-                    print(f"rep {rep} {workload:9} N={n:<3} {impl:9} "
+                    print(f"rep {rep} {workload:9} N={n:<3} {impl:15} "
                           + (f"per step {m['per_step'] * 1e3:8.3f} ms" if "per_step" in m else "FAILED"),
                           flush=True)
     # the whole script at N=4: a DDP script of script_steps steps, start-up included
@@ -247,6 +257,18 @@ def report(data: dict) -> str:
 
             lines.append(f"| {workload} | {n} | {ms(v['kbthreads'])} | {ms(v['threaded'])} | {ms(v['gloo'])} | "
                          f"{ratio(v['kbthreads'], v['threaded'])} | {ratio(v['gloo'], v['kbthreads'])} |")
+    lines += [
+        "",
+        "What simulated time costs (`network=`, FLOP counting in every rank): the same DDP step with and without it.",
+        "",
+        "| N | kbthreads ms | with simulated time ms | ratio |",
+        "|---|---|---|---|",
+    ]
+    for n in ranks:
+        a = _median(cells.get(f"ddp/{n}/kbthreads", []), "per_step")
+        b = _median(cells.get(f"ddp/{n}/{TIMED}", []), "per_step")
+        lines.append(f"| {n} | {'-' if a is None else f'{a * 1e3:.2f}'} | {'-' if b is None else f'{b * 1e3:.2f}'} | "
+                     f"{'-' if a is None or b is None else f'{b / a:.2f}x'} |")
     s = {i: _median(cells.get(f"script/4/{i}", []), "script") for i in IMPLS}
     lines += [
         "",

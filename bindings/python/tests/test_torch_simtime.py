@@ -360,3 +360,25 @@ def test_flop_counts_leak_between_ranks_on_greenlets():
     # counts their matmuls too (seen: 303104 FLOPs against its own 16384)
     assert counts[0] > right[0]
     assert counts != right
+
+
+def test_the_prediction_example_prints_and_writes_the_same_twice(tmp_path):
+    from pathlib import Path
+
+    from torch_helpers import child_env
+
+    example = Path(__file__).resolve().parents[3] / "examples" / "ddp_predict.py"
+
+    def once(tag):
+        tl, svg = tmp_path / f"{tag}.json", tmp_path / f"{tag}.svg"
+        r = subprocess.run([sys.executable, str(example), "--ranks", "3", "--steps", "2", "--timeline", str(tl),
+                            "--plot", str(svg)], capture_output=True, text=True, timeout=300, env=child_env())
+        assert r.returncode == 0, r.stderr
+        return r.stdout.replace(str(tmp_path / tag), "OUT"), tl.read_bytes(), svg.read_bytes()
+
+    a, b = once("a"), once("b")
+    assert a == b
+    assert a[0].count("predicted step time") == 2 and "exposed" in a[0]
+    times = [float(line.split("predicted step time ")[1].split(" ms")[0]) for line in a[0].splitlines()
+             if "predicted step time" in line]
+    assert times[1] > times[0]  # the slower network predicts the slower step

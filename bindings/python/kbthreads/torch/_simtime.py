@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, _FlopCounterMode
 
 from ._network import Network
 
@@ -50,6 +50,29 @@ class _GlobalOnly:
 
 
 ComputeFn = Callable[[int, int, float], float]
+
+
+class _Counting(_FlopCounterMode):  # type: ignore[misc]
+    """FlopCounterMode's dispatch mode with a fast path: an op PyTorch's FLOP
+    registry does not know and that has no decomposition to look inside
+    (most of them: add, relu, copies) runs straight through; everything else
+    takes FlopCounterMode's own path. The mode runs for every op of every
+    rank, and that path builds a set and tries a decomposition per op."""
+
+    _plain: dict = {}  # op -> True when it can run straight through (per process)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        plain = _Counting._plain.get(func)
+        if plain is None:
+            plain = _Counting._plain[func] = (
+                isinstance(func, torch._ops.OpOverload)
+                and func not in self.counter.flop_registry
+                and func._overloadpacket not in self.counter.flop_registry
+                and not func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
+            )
+        if plain:
+            return func(*args, **(kwargs or {}))
+        return super().__torch_dispatch__(func, types, args, kwargs)
 
 
 def compute_model(device_flops: float | None, compute: Any, cpu_factor: float) -> tuple[str, ComputeFn]:
@@ -117,7 +140,9 @@ class Timing:
         if self.compute_name in ("flops", "custom"):
             m = FlopCounterMode(display=False)
             m.mod_tracker = _GlobalOnly()
-            m.__enter__()
+            m.flop_counts.clear()
+            m.mode = _Counting(m)  # what FlopCounterMode.__enter__ does, with the fast path
+            m.mode.__enter__()
             c.counter = m
 
     def end_rank(self, rank: int) -> None:
@@ -127,7 +152,7 @@ class Timing:
             self._account(c)
         finally:
             if c.counter is not None:
-                c.counter.__exit__(None, None, None)
+                c.counter.mode.__exit__(None, None, None)
                 c.counter = None
 
     def _account(self, c: Clock) -> None:
@@ -252,7 +277,7 @@ class Timing:
         n = len(self.clocks)
         total = max([c.t for c in self.clocks] + [r.end for r in self.order] + [1e-12])
         left, row, top = 70, 28, 30
-        h = top + n * row + 40
+        h = top + n * row + 44
         x = lambda t: left + (width - left - 10) * t / total  # noqa: E731
         out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" font-family="sans-serif" '
                f'font-size="11">', f'<text x="{left}" y="16">simulated time, {total * 1e3:.4g} ms in all</text>']
@@ -271,7 +296,13 @@ class Timing:
                            f'#{rec.meta.seq}</title></rect>')
         for r in range(n):
             out.append(f'<text x="4" y="{top + r * row + 14}">rank {r}</text>')
-        y = top + n * row + 20
+        axis = top + n * row
+        for k in range(5):  # a time axis: five ticks
+            t = total * k / 4
+            out.append(f'<line x1="{x(t):.2f}" y1="{top - 4}" x2="{x(t):.2f}" y2="{axis}" stroke="#9e9e9e" '
+                       f'stroke-width="0.5"/><text x="{x(t):.2f}" y="{axis + 10}" text-anchor="middle">'
+                       f'{t * 1e3:.4g} ms</text>')
+        y = top + n * row + 24
         for i, (name, col) in enumerate((("compute", "#4caf50"), ("idle", "#bdbdbd"), ("exposed comm", "#e53935"),
                                           ("collective in flight", "#1e88e5"))):
             out.append(f'<rect x="{left + 150 * i}" y="{y}" width="12" height="12" fill="{col}"/>'
