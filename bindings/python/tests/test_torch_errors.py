@@ -165,3 +165,26 @@ def test_the_kbthreads_backend_outside_a_spawn_is_refused():
     with pytest.raises(RuntimeError, match="serves only the ranks of kbthreads.torch.spawn"):
         dist.init_process_group("kbthreads", store=dist.HashStore(), rank=0, world_size=1)
     assert not dist.is_initialized()
+
+
+def test_a_store_read_no_rank_will_answer_is_a_deadlock_not_a_hang():
+    def body(r, n):
+        store = dist.distributed_c10d._get_default_store()
+        if r == 0:
+            store.get("never-set")  # rank 0 waits here
+
+    e = failure(body, n=2)
+    assert sorted(e.errors) == [0]
+    msg = str(e.errors[0])
+    assert "collective deadlock" in msg and "a store read of" in msg and "never-set" in msg and "rank 1: returned" in msg
+
+
+def test_a_store_read_waits_for_another_ranks_write():
+    def body(r, n):
+        store = dist.distributed_c10d._get_default_store()
+        if r == 0:
+            return store.get("k")
+        store.set("k", b"from rank 1")
+        return None
+
+    assert run(body, n=2)[0].endswith(b"from rank 1")

@@ -226,16 +226,7 @@ class SpawnTable:
         collective that was never submitted, and nothing arrived, is a
         deadlock, reported by the first such rank in rank order."""
         try:
-            while not self.done(m):
-                if self.failure is not None:
-                    raise CollectiveError(self.failure)
-                self.parked[rank] = Waiter(what, m)
-                seen = self.epoch
-                yield_()
-                if not self.done(m) and self.epoch == seen and self._stuck():
-                    self.failure = self._deadlock_report()
-                    self.failure_ranks = set(self.parked)
-                    raise CollectiveError(self.failure)
+            self.park_until(rank, lambda: self.done(m), Waiter(what, m))
         except SystemExit:
             # Cancelled (a sibling failed): a rank whose own collective had
             # failed reports that failure rather than a bare cancellation.
@@ -248,6 +239,24 @@ class SpawnTable:
             self.parked.pop(rank, None)
         if m.error is not None:
             raise CollectiveError(m.error)
+
+    def park_until(self, rank: int, cond: Callable[[], bool], waiter: Waiter) -> None:
+        """Yield round after round until cond(); raise CollectiveError when a
+        round passed in which every live rank stayed parked on something
+        nothing can bring (no arrival, no submission): a deadlock."""
+        try:
+            while not cond():
+                if self.failure is not None:
+                    raise CollectiveError(self.failure)
+                self.parked[rank] = waiter
+                seen = self.epoch
+                yield_()
+                if not cond() and self.epoch == seen and self._stuck():
+                    self.failure = self._deadlock_report()
+                    self.failure_ranks = set(self.parked)
+                    raise CollectiveError(self.failure)
+        finally:
+            self.parked.pop(rank, None)
 
     def _stuck(self) -> bool:
         live = [r for r in range(self.world_size) if r not in self.finished]

@@ -116,7 +116,7 @@ def spawn(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1, join: bool 
     ctx = context if context is not None else Context()
     table = SpawnTable(ctx, next(_spawn_ids), nprocs)
     table.timing = timing
-    store = KbStore()
+    store = KbStore(table)
 
     def entry(rank: int, *a: Any) -> None:
         st = _world.RankState(table, rank, nprocs, store)

@@ -20,17 +20,35 @@ def _b(v: Any) -> bytes:
 
 
 class KbStore(dist.Store):  # type: ignore[misc]
-    def __init__(self) -> None:
+    def __init__(self, table: Any = None) -> None:
         super().__init__()
         self._data: dict[str, bytes] = {}
         self._timeout = timedelta(minutes=30)
+        self._table = table  # the spawn's SpawnTable: its deadlock check covers store reads too
 
     def _park_until(self, keys: list[str]) -> None:
-        while any(k not in self._data for k in keys):
-            yield_()  # RuntimeError off a rank: nothing else could ever set it
+        def present() -> bool:
+            return all(k in self._data for k in keys)
+
+        if present():
+            return
+        from .._rank import rank
+        from ._meeting import Waiter
+
+        tb = self._table
+        if tb is None or rank() < 0:
+            while not present():
+                yield_()  # RuntimeError off a rank: nothing else could ever set it
+            return
+        tb.park_until(rank(), present, Waiter(f"a store read of {sorted(keys)} that no rank has set", None))
+
+    def _changed(self) -> None:
+        if self._table is not None:
+            self._table.epoch += 1
 
     def set(self, key: str, value: Any) -> None:
         self._data[key] = _b(value)
+        self._changed()
 
     def get(self, key: str) -> bytes:
         self._park_until([key])
@@ -39,6 +57,7 @@ class KbStore(dist.Store):  # type: ignore[misc]
     def add(self, key: str, amount: int) -> int:
         v = int(self._data.get(key, b"0")) + amount
         self._data[key] = str(v).encode()
+        self._changed()
         return v
 
     def compare_set(self, key: str, expected: Any, desired: Any) -> bytes:
@@ -46,6 +65,7 @@ class KbStore(dist.Store):  # type: ignore[misc]
         e = _b(expected)
         if (cur is None and e == b"") or cur == e:
             self._data[key] = _b(desired)
+            self._changed()
             return self._data[key]
         return cur if cur is not None else e
 
@@ -66,6 +86,7 @@ class KbStore(dist.Store):  # type: ignore[misc]
 
     def append(self, key: str, value: Any) -> None:
         self._data[key] = self._data.get(key, b"") + _b(value)
+        self._changed()
 
     def multi_get(self, keys: list[str]) -> list[bytes]:
         self._park_until(list(keys))
