@@ -48,8 +48,9 @@ int kb__sys_mask_cpus(const struct kb_cpumask *m, int *cpus, int cap);
  * returns), then set the mask it had back, so it stays there until the
  * scheduler moves it and no code finds it confined. 0; -1 when it could
  * not be moved (cpu not allowed, no affinity: nothing changed). If the old
- * mask cannot be set back (a cpuset shrank meanwhile), every CPU the
- * system allows is set instead: never left pinned. */
+ * mask cannot be set back (a cpuset shrank meanwhile), the process's mask
+ * (its main thread's) is set instead: never wider than what the process
+ * was given. */
 int kb__sys_seat_self(int cpu);
 /* The CPU the calling thread runs on, 0 if unknown. */
 int kb__sys_current_cpu(void);

@@ -54,12 +54,16 @@ int kb__sys_seat_self(int cpu)
     if (kb__sys_pin_self(cpu) != 0)
         return -1;
     if (kb__sys_set_affinity(&was) != 0) {
-        /* The kernel keeps what the cpuset allows of a mask. */
-        struct kb_cpumask any;
-        CPU_ZERO(&any.set);
-        for (int c = 0; c < CPU_SETSIZE; c++)
-            CPU_SET(c, &any.set);
-        kb__sys_set_affinity(&any);
+        /* None of the old mask may be used any more (a cpuset shrank, or
+         * CPUs went offline, between the two calls); the kernel has then
+         * moved the thread off cpu itself. Take the process's mask, its
+         * main thread's (what taskset or a cpuset gave the process), never
+         * every CPU: a process confined with taskset would run outside
+         * its CPUs. If that cannot be set either, the thread keeps what
+         * the kernel left it. */
+        struct kb_cpumask proc;
+        if (sched_getaffinity(getpid(), sizeof proc.set, &proc.set) == 0)
+            kb__sys_set_affinity(&proc);
     }
     return 0;
 }

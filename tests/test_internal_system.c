@@ -10,7 +10,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -144,6 +146,80 @@ static void test_seating_moves_the_thread_and_leaves_its_affinity(void **state)
 #endif
 }
 
+#ifdef KB_HAVE_AFFINITY
+/* The library's pthread_setaffinity_np calls land here (this program
+ * defines the symbol, so the static library binds to it): the next
+ * fail_in-th call of the calling thread fails with EINVAL, as when a
+ * cpuset shrinks between two calls; the others set the calling thread's
+ * mask (the library only ever sets its own). */
+static _Thread_local int fail_in, failed;
+
+int pthread_setaffinity_np(pthread_t t, size_t size, const cpu_set_t *set)
+{
+    if (fail_in > 0 && --fail_in == 0) {
+        failed = 1;
+        return EINVAL;
+    }
+    if (!pthread_equal(t, pthread_self()))
+        return ENOSYS;
+    return syscall(SYS_sched_setaffinity, 0, size, set) == 0 ? 0 : errno;
+}
+
+struct widened {
+    cpu_set_t process; /* the main thread's mask while the thread ran */
+    cpu_set_t after;   /* the thread's mask after its seating */
+    int cpus, seated;
+};
+
+/* A thread of a process confined to one CPU (as by taskset) that widened
+ * its own mask to every online CPU seats itself elsewhere, and setting its
+ * mask back fails. */
+static void *seat_with_failing_restore(void *arg)
+{
+    struct widened *w = arg;
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        CPU_SET(c, &all);
+    sched_setaffinity(0, sizeof all, &all); /* the kernel keeps the CPUs it may use */
+    sched_getaffinity(0, sizeof all, &all);
+    w->cpus = CPU_COUNT(&all);
+    for (int k = 0; k < 10 && w->cpus >= 2 && !failed; k++) {
+        int here = sched_getcpu(), cpu = 0;
+        while (cpu == here || !CPU_ISSET(cpu, &all))
+            cpu++;
+        fail_in = 2; /* the pin succeeds, setting the old mask back fails */
+        w->seated = kb__sys_seat_self(cpu) == 0;
+        fail_in = 0;
+    }
+    sched_getaffinity(0, sizeof w->after, &w->after);
+    return NULL;
+}
+
+/* When the old mask cannot be set back, the thread gets the process's
+ * mask (its main thread's), never every CPU: under taskset it would run
+ * outside the process's CPUs. */
+static void test_seating_never_widens_a_thread_beyond_the_processs_cpus(void **state)
+{
+    (void)state;
+    cpu_set_t was, one;
+    assert_int_equal(sched_getaffinity(0, sizeof was, &was), 0);
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0); /* the "taskset" */
+    struct widened w;
+    memset(&w, 0, sizeof w);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, seat_with_failing_restore, &w), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(sched_setaffinity(0, sizeof was, &was), 0);
+    if (w.cpus < 2)
+        return; /* one CPU online: nothing to seat on, nothing to widen to */
+    assert_true(w.seated);
+    assert_true(CPU_EQUAL(&w.after, &one));
+}
+#endif
+
 static void test_backtrace_names_frames_or_says_there_is_none(void **state)
 {
     (void)state;
@@ -164,6 +240,9 @@ int main(void)
         cmocka_unit_test(test_naming_cuts_to_fifteen_bytes_or_leaves_the_name),
         cmocka_unit_test(test_affinity_round_trips_and_pins_or_fails),
         cmocka_unit_test(test_seating_moves_the_thread_and_leaves_its_affinity),
+#ifdef KB_HAVE_AFFINITY
+        cmocka_unit_test(test_seating_never_widens_a_thread_beyond_the_processs_cpus),
+#endif
         cmocka_unit_test(test_backtrace_names_frames_or_says_there_is_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
