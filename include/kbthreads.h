@@ -208,12 +208,17 @@ KB_API int kb_ctx_destroy(kb_ctx *ctx);
  *  changed). */
 KB_API int kb_ctx_reset(kb_ctx *ctx);
 
-/** The rank of ctx's live spawn that holds the baton and is running its own
- *  code (started, not inside kb_yield, kb_wait or kb_barrier, not
- *  finished), or -1: no spawn runs, the driver holds the baton, or the
- *  holder is starting, suspending or finishing. Any thread, without the
+/** kb_running_rank(): the driver holds the baton (between rounds, in a
+ *  drain or an engine hook). */
+#define KB_RUNNING_DRIVER (-2)
+
+/** Who runs code of ctx's live spawn now: the rank that holds the baton
+ *  and is running its own code (started, not inside kb_yield, kb_wait or
+ *  kb_barrier, not finished); KB_RUNNING_DRIVER when the driver holds the
+ *  baton; -1 when no spawn runs or the baton is being handed on (the
+ *  holder is starting, suspending or finishing). Any thread, without the
  *  baton: a snapshot that may change as soon as it is read (for an
- *  interrupt handler that has to reach the rank running code, as the Python
+ *  interrupt handler that has to reach the code running, as the Python
  *  binding's Ctrl-C does). KB_EINVAL for NULL. */
 KB_API int kb_running_rank(const kb_ctx *ctx);
 

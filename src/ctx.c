@@ -117,6 +117,7 @@ void kb__ctx_set_run(kb_ctx *ctx, struct kb_run *run)
 {
     pthread_mutex_lock(&ctx->run_lock);
     ctx->run = run;
+    kb__ctx_running(ctx, run ? KB_RUNNING_DRIVER : -1); /* a run starts with its driver holding the baton */
     pthread_mutex_unlock(&ctx->run_lock);
 }
 

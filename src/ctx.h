@@ -96,7 +96,8 @@ void kb__engine_abort(kb_ctx *ctx);
 void kb__ctx_set_run(kb_ctx *ctx, struct kb_run *run);
 
 /* The rank holding the baton starts (rank >= 0) or stops (-1) running its
- * own code: kb_running_rank's answer. */
+ * own code, or the driver gets the baton (KB_RUNNING_DRIVER):
+ * kb_running_rank's answer. */
 static inline void kb__ctx_running(kb_ctx *ctx, int rank)
 {
     ck_pr_store_int(&ctx->running, rank);

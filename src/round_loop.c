@@ -44,6 +44,8 @@ void kb__handoff(struct kb_run *run, int to)
 {
     /* A ck_pr store: the watchdog reads the holder without the baton. */
     ck_pr_store_int(&run->holder, to);
+    /* Until the rank posted starts or resumes its code: kb_running_rank. */
+    kb__ctx_running(run->ctx, to == KB_DRIVER ? KB_RUNNING_DRIVER : -1);
     run->counters.handoffs++;
     if (to != KB_DRIVER) {
         run->counters.turns++;

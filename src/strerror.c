@@ -14,7 +14,7 @@ const char *kb_strerror(int err)
     case KB_ENOMEM:
         return "out of memory";
     case KB_EAGAIN:
-        return "a rank thread could not be created";
+        return "the system allows no more rank threads now (kb_spawn_check says which limit)";
     case KB_EBUSY:
         return "ctx busy, or the calling thread does not hold its baton";
     case KB_EPERM:
