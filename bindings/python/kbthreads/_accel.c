@@ -172,6 +172,19 @@ static PyMethodDef accel_methods[] = {
      "process_context_stats(pc) -> (rounds, turns, handoffs, drains, engine_waits, collectives, wall_ns, "
      "wait_mode, wait_reactive, wait_switches, wait_probes, wait_ns, wait_seats): kb_process_context_stats."},
     {"process_context_free", accel_process_context_free, METH_O, "kb_process_context_free(pc)."},
+    {"spawn_check", accel_spawn_check, METH_VARARGS,
+     "spawn_check(core or None, nprocs, stack_size) -> (rc, why): kb_spawn_check with the binding's "
+     "options."},
+    {"ctx_reset", accel_ctx_reset, METH_O, "ctx_reset(core): kb_ctx_reset; KbError on failure."},
+    {"ctx_dump", accel_ctx_dump, METH_VARARGS,
+     "ctx_dump(core, fd, flags): kb_ctx_dump, every rank's state and frames written to fd."},
+    {"rank_running", accel_rank_running, METH_O,
+     "rank_running(flag): this rank's body starts (True) or ends (False) taking Ctrl-C."},
+    {"interrupt_begin", accel_interrupt_begin, METH_VARARGS,
+     "interrupt_begin(core, pc, grace_ms, presses) -> bool: Ctrl-C goes to the running rank (or ends the "
+     "process) until interrupt_end()."},
+    {"interrupt_end", accel_interrupt_end, METH_NOARGS,
+     "interrupt_end() -> (presses, delivered): Python's SIGINT handler back."},
     {"set_frames_writer", accel_set_frames_writer, METH_VARARGS,
      "set_frames_writer(fd, signum): kb_set_frames_writer with the Python frames writer, which reads "
      "the stack faulthandler writes to fd on signum."},
@@ -229,7 +242,9 @@ static int add_constants(PyObject *m)
                    CONSTANT(m, KB_WAIT_NUDGE) || CONSTANT(m, KB_WAIT_SPIN) ||
                    CONSTANT(m, KB_FEATURE_AFFINITY) || CONSTANT(m, KB_FEATURE_THREAD_NAMES) ||
                    CONSTANT(m, KB_FEATURE_BACKTRACE) || CONSTANT(m, KB_FEATURE_THREAD_IDS) ||
-                   CONSTANT(m, KB_FEATURE_GDB_SECTION) || CONSTANT(m, KB_VERSION_MAJOR)
+                   CONSTANT(m, KB_FEATURE_GDB_SECTION) || CONSTANT(m, KB_VERSION_MAJOR) ||
+                   CONSTANT(m, KB_RUNNING_DRIVER) || CONSTANT(m, KB_DUMP_C_FRAMES) ||
+                   CONSTANT(m, KB_DUMP_HOLDER_C_FRAMES)
                ? -1
                : 0;
 }
@@ -243,8 +258,8 @@ static int intern_names(void)
     accel_str_engine_takes_meta = PyUnicode_InternFromString("_engine_takes_meta");
     accel_str_bind_hook = PyUnicode_InternFromString("_bind_hook");
     accel_str_abort_hook = PyUnicode_InternFromString("_abort_hook");
-    return accel_str_engine && accel_str_wait && accel_str_driver_wait && accel_str_meta && accel_str_engine_takes_meta &&
-                   accel_str_bind_hook && accel_str_abort_hook
+    return accel_str_engine && accel_str_wait && accel_str_driver_wait && accel_str_meta &&
+                   accel_str_engine_takes_meta && accel_str_bind_hook && accel_str_abort_hook
                ? 0
                : -1;
 }

@@ -68,6 +68,18 @@ PyObject *accel_join(PyObject *mod, PyObject *args);
 PyObject *accel_process_context_stats(PyObject *mod, PyObject *pc);
 /* process_context_free(pc). */
 PyObject *accel_process_context_free(PyObject *mod, PyObject *pc);
+/* spawn_check(core or None, nprocs, stack_size) -> (rc, why). */
+PyObject *accel_spawn_check(PyObject *mod, PyObject *args);
+/* rank_running(flag): a rank's body may take Ctrl-C's KeyboardInterrupt. */
+PyObject *accel_rank_running(PyObject *mod, PyObject *flag);
+/* ctx_dump(core, fd, flags). */
+PyObject *accel_ctx_dump(PyObject *mod, PyObject *args);
+/* ctx_reset(core). */
+PyObject *accel_ctx_reset(PyObject *mod, PyObject *core);
+/* interrupt_begin(core, pc, grace_ms, presses) -> bool; interrupt_end()
+ * -> (presses, delivered): Ctrl-C while the main thread drives a spawn. */
+PyObject *accel_interrupt_begin(PyObject *mod, PyObject *args);
+PyObject *accel_interrupt_end(PyObject *mod, PyObject *unused);
 
 /* _accel_frames.c: set_frames_writer(fd, signum). */
 PyObject *accel_set_frames_writer(PyObject *mod, PyObject *args);

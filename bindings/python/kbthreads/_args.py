@@ -7,12 +7,26 @@ import operator
 from typing import Any
 
 
+INT_MAX = 2**31 - 1  # the library's nprocs is a C int
+
+
 def _int_arg(v: Any, what: str) -> int:
     """operator.index(v): TypeError for a str, a float, None, ..."""
     try:
         return operator.index(v)
     except TypeError:
         raise TypeError(f"{what} must be an integer, not {type(v).__name__}") from None
+
+
+def _nprocs_arg(v: Any) -> int:
+    """spawn's nprocs: an integer (not a bool: True is no number of ranks)
+    from 0 to the library's INT_MAX."""
+    if isinstance(v, bool):
+        raise TypeError(f"spawn: nprocs must be an integer, not bool ({v!r})")
+    n = _size_arg(v, "spawn: nprocs")
+    if n > INT_MAX:
+        raise ValueError(f"spawn: nprocs must be at most {INT_MAX} (the library's int), not {n}")
+    return n
 
 
 def _size_arg(v: Any, what: str) -> int:

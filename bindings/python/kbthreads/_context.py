@@ -8,7 +8,7 @@ import itertools
 import threading
 from typing import Any, Callable, Literal, TextIO, overload
 
-from ._args import _int_arg, _size_arg
+from ._args import _size_arg
 from ._containers import CompletedSet, PendingCollectives, PendingWaits
 from ._driving import _defer, _Guard, _may_drive, _run_deferred
 from ._errors import KbError
@@ -272,7 +272,7 @@ class Context:
 
     def spawn(self, fn: Callable[..., object], args: tuple = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None:
         """See MultiprocessingNamespace.spawn."""
-        if not _int_arg(join, "spawn: join"):
+        if not join:  # any falsy value, as torch.multiprocessing.spawn tests it
             return ProcessContext(start(self, fn, args, nprocs))
         with self._guard():  # busy to other threads for the whole spawn, like kb_spawn
             run = start(self, fn, args, nprocs)
@@ -283,6 +283,24 @@ class Context:
                     run.free()
         _run_deferred()
         return None
+
+    def reset(self) -> None:
+        """Start a new simulation on this context: empty the completed set
+        and both pending queues (kb_ctx_reset), so that a spawn naming its
+        handles as an earlier one did waits for them again, as the first one
+        did, instead of finding them completed. It keeps the engine (reset
+        its own state yourself), the distributed layer, the parked rank
+        threads and what the wait policy learnt. Between spawns only:
+        KbError (EBUSY) while a spawn started with join=False is live or
+        from an engine hook, (EPERM) from a rank."""
+        if _accel.rank() >= 0:
+            raise KbError(_accel.KB_EPERM, "reset (called from a rank)")
+        with self._guard():
+            if self._run is not None and not self._run.done:
+                raise KbError(_accel.KB_EBUSY, "reset (a spawn started with join=False is still live)")
+            _accel.ctx_reset(self._core)
+            self._prune_metas()
+            self._stash.clear()
 
     # ---- teardown ------------------------------------------------------------------
     def close(self) -> None:
@@ -336,11 +354,15 @@ class MultiprocessingNamespace:
         one at a time in round-robin order, draining the pending queues after
         every round.
 
-        join=True: returns None once every rank finished; raises
-        SpawnException when ranks or the drain failed (siblings cancelled with
-        SystemExit at their suspension points, in rank order; barrier reset;
-        queues cleared). join=False: returns a ProcessContext whose
-        ``join(timeout=None) -> bool`` drives the ranks.
+        join true (any truthy value): returns None once every rank finished;
+        raises SpawnException when ranks or the drain failed (siblings
+        cancelled with SystemExit at their suspension points, in rank order;
+        barrier reset; queues cleared). join false (False, 0, None, ...: any
+        falsy value, as torch.multiprocessing.spawn tests it): returns a
+        ProcessContext whose ``join(timeout=None) -> bool`` drives the ranks.
+        nprocs: an int from 0 to 2**31 - 1 (a bool is refused: TypeError);
+        more ranks than the machine can create threads for raises KbError
+        (EAGAIN) naming the limit, before anything is allocated.
         """
         return self._ctx.spawn(fn, args, nprocs, join)
 

@@ -10,7 +10,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Callable
 
-from . import _stats
+from . import _interrupt, _stats
 from ._driving import _run_deferred
 from ._errors import KbError, LiveRank, RankFailure, SpawnDiverged, SpawnException, SpawnStopped, SpawnTimeout
 from ._loader import accel as _accel
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ._context import Context
 
 _RC_FAILED = 1  # what a rank returns to the library when its body raised
-_JOIN_SLICE_MS = 50  # the driver returns to Python this often (Ctrl-C, timeouts)
+_JOIN_SLICE_MS = 50  # the driver returns to Python this often (timeouts)
 _WHERE = {_accel.KB_AT_START: "start", _accel.KB_AT_YIELD: "yield", _accel.KB_AT_WAIT: "wait", _accel.KB_AT_BARRIER: "barrier"}
 
 
@@ -63,6 +63,7 @@ class _Run:
             w.native_id = threading.get_native_id()
             pythread = _name_python_thread(w.name)
             try:
+                _accel.rank_running(True)  # from here Ctrl-C may raise KeyboardInterrupt in this rank
                 self.fn(r, *self.args)
                 return 0
             except Exception as e:
@@ -87,22 +88,34 @@ class _Run:
                 self.failures[r] = e
                 return _RC_FAILED
             finally:
+                _accel.rank_running(False)
                 w.dead = True
                 _tls.current = None
                 _forget_python_thread(pythread)
-        except BaseException:  # pragma: no cover - nothing may escape into C
+        except BaseException as e:  # nothing may escape into C
+            # Ctrl-C's KeyboardInterrupt raised in the lines above the
+            # body's try, or in its finally: this rank's failure, as in the body
+            self.failures.setdefault(r, e)
             return _RC_FAILED
 
     def free(self) -> None:
         """kb_process_context_free: cancel live ranks in rank order (their
-        cleanup runs), engine abort, clear both queues, join the threads."""
+        cleanup runs), engine abort, clear both queues, join the threads.
+        Ctrl-C meanwhile: _interrupt.py (a second one ends the process)."""
+        undelivered = False
         with self.ctx._guard(blocking=True):
             if self.pc:
+                began = _interrupt.begin(self)
                 pc, self.pc = self.pc, 0
-                self.stats = _stats.read(pc)  # the totals, kept once the process context is gone
-                self.ctx.last_stats = self.stats
-                _accel.process_context_free(pc)
+                try:
+                    self.stats = _stats.read(pc)  # the totals, kept once the process context is gone
+                    self.ctx.last_stats = self.stats
+                    _accel.process_context_free(pc)
+                finally:
+                    undelivered = _interrupt.end(began)
             self._finish()
+        if undelivered and sys.exc_info()[1] is None:
+            raise KeyboardInterrupt
 
     def cancel(self) -> None:
         """free() a spawn that may still be live; a later join raises."""
@@ -138,33 +151,42 @@ class _Run:
 
     def _join_locked(self, deadline: float | None) -> bool:
         self.joining = True
+        began = _interrupt.begin(self)  # Ctrl-C: to the running rank (_interrupt.py)
+        undelivered = False
         try:
-            while True:
-                if deadline is None:
-                    ms = _JOIN_SLICE_MS
-                else:
-                    ms = int(max(0.0, min(deadline - time.monotonic(), _JOIN_SLICE_MS / 1000)) * 1000)
-                rc, report = _accel.join(self.pc, ms)  # the report read, and freed
-                if rc == 1:
-                    self.free()
-                    break
-                if rc < 0 and report is not None:  # a failure, the spawn stopped: see spawn_error
-                    try:
-                        exc, cause = spawn_error(self.ctx, self, report)
-                    finally:
-                        self.free()
-                    if self.raw_error is not None:  # from the barrier reset
-                        exc, cause = self.raw_error, None
-                    self.outcome = exc
-                    if cause is None:
-                        raise exc
-                    raise exc from cause
-                if rc != 0:
-                    raise KbError(rc, "kb_join")
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
+            done = self._join_rounds(deadline)
         finally:
+            undelivered = _interrupt.end(began)
             self.joining = False
+        if undelivered:
+            raise KeyboardInterrupt  # pressed while no rank ran Python code: the caller's
+        return done
+
+    def _join_rounds(self, deadline: float | None) -> bool:
+        while True:
+            if deadline is None:
+                ms = _JOIN_SLICE_MS
+            else:
+                ms = int(max(0.0, min(deadline - time.monotonic(), _JOIN_SLICE_MS / 1000)) * 1000)
+            rc, report = _accel.join(self.pc, ms)  # the report read, and freed
+            if rc == 1:
+                self.free()
+                break
+            if rc < 0 and report is not None:  # a failure, the spawn stopped: see spawn_error
+                try:
+                    exc, cause = spawn_error(self.ctx, self, report)
+                finally:
+                    self.free()
+                if self.raw_error is not None:  # from the barrier reset
+                    exc, cause = self.raw_error, None
+                self.outcome = exc
+                if cause is None:
+                    raise exc
+                raise exc from cause
+            if rc != 0:
+                raise KbError(rc, "kb_join")
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
         if self.raw_error is not None:
             self.outcome = self.raw_error
             raise self.raw_error

@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Callable
 
-from ._args import _args_arg, _size_arg, _timeout_arg
+from ._args import _args_arg, _nprocs_arg, _timeout_arg
 from ._driving import _defer, _in_hook, _may_drive, _run_deferred
 from . import _frames, _stats
 from ._stats import SpawnStats
@@ -17,6 +17,11 @@ from ._run import _live_runs, _Run
 
 if TYPE_CHECKING:
     from ._context import Context
+
+# Above this many ranks the machine's limits are checked before the Rank
+# objects are made (kb_start checks them again, before it allocates
+# anything): that many Rank objects cost little, 2**31 of them gigabytes.
+_PRECHECK_ABOVE = 1024
 
 _REPLAY_MISMATCH = (
     "spawn: the replay file (KB_REPLAY) holds no recording of this spawn (another nprocs, or fewer spawns); "
@@ -116,7 +121,7 @@ def start(ctx: Context, fn: Callable, args: tuple, nprocs: int) -> _Run:
     if not callable(fn):
         raise TypeError(f"spawn: fn must be callable, not {type(fn).__name__}")
     args = _args_arg(args)
-    nprocs = _size_arg(nprocs, "spawn: nprocs")
+    nprocs = _nprocs_arg(nprocs)
     if _accel.rank() >= 0:
         raise KbError(_accel.KB_EPERM, "spawn (called from a rank)")
     if _in_hook():
@@ -126,6 +131,10 @@ def start(ctx: Context, fn: Callable, args: tuple, nprocs: int) -> _Run:
     with ctx._guard():
         if ctx._run is not None and not ctx._run.done:
             raise KbError(_accel.KB_EBUSY, "spawn (a spawn started with join=False is still live)")
+        if nprocs > _PRECHECK_ABOVE:
+            rc, why = _accel.spawn_check(ctx._core, nprocs, ctx._stack_size)
+            if rc != 0:
+                raise _start_error(ctx, rc, nprocs, why)
         ctx._adopt_backend()
         run = _Run(ctx, fn, args, nprocs)
         ctx._starting = run
@@ -136,13 +145,24 @@ def start(ctx: Context, fn: Callable, args: tuple, nprocs: int) -> _Run:
         if rc == _accel.KB_EDIVERGED:  # before any rank ran: no report
             raise SpawnDiverged(_REPLAY_MISMATCH, [])
         if rc != 0:
-            raise KbError(rc, "spawn")
+            raise _start_error(ctx, rc, nprocs, None)
         ctx._run = run
         _live_runs.add(run)
     if run.bind_error is not None:
         _undo_bound(ctx, run)
         raise run.bind_error
     return run
+
+
+def _start_error(ctx: Context, rc: int, nprocs: int, why: str | None) -> KbError:
+    """KbError(rc) for a spawn that did not start; for KB_EAGAIN it says
+    which limit of the machine the spawn exceeds (kb_spawn_check's words)."""
+    if rc == _accel.KB_EAGAIN:
+        if why is None:
+            _, why = _accel.spawn_check(ctx._core, nprocs, ctx._stack_size)
+        if why:
+            return KbError(rc, f"spawn: more ranks than this machine can run now: {why}")
+    return KbError(rc, "spawn")
 
 
 def _undo_bound(ctx: Context, run: _Run) -> None:
