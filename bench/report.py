@@ -329,7 +329,8 @@ def method_others(ctx: ReportContext) -> None:
       "thread with three states (empty, posted, sleeping), no wake call when the owner does not sleep, no "
       "spinning. Pinned: every thread on the CPU the main thread is on. `swapcontext`: two contexts on one "
       "thread, ns per switch." % (p["ring_ops"], p["cond_budget"]))
-    w("- **greenlet** (`bench/peer_greenlet.py`, Debian's python3-greenlet under /usr/bin/python3): the "
+    w("- **greenlet** (`bench/peer_greenlet.py`, on the greenlet of the test venv, `make venv`: greenlet 3; the "
+      "version is in the header above): the "
       "reference scheduler's loop, written anew: each round switches to every live rank in rank order, a "
       "rank yields with one switch to the driver, a drain after every round; timed like kb_bench, "
       "M = ⌈%d / N⌉." % p["greenlet_ops"])

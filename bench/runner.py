@@ -18,9 +18,15 @@ from idle_gate import IdleGate
 from plan import Plan
 from retries import Retries
 
-# Debian's python3: the one python3-greenlet is installed for.
-PYTHON = "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The interpreter of the Python jobs (the binding's and the greenlet peer's):
+# $BENCH_PY_PYTHON, else the test venv's (the top Makefile's `make venv`:
+# greenlet 3 from bindings/python/requirements-test.txt, in a venv made by
+# Debian's python3, the CPython the binding's compiled part is built for),
+# else Debian's python3 with its python3-greenlet (2.0.2 on Debian 12).
+_VENV_PYTHON = os.path.join(os.path.dirname(HERE), "build", "venv", "bin", "python")
+PYTHON = os.environ.get("BENCH_PY_PYTHON") or (_VENV_PYTHON if os.access(_VENV_PYTHON, os.X_OK)
+                                                else "/usr/bin/python3")
 
 
 def read_paths(path: str) -> Dict[str, str]:
@@ -124,7 +130,7 @@ class Runner:
             self.notes.append("greenlet peer skipped: %s not found" % PYTHON)
         elif subprocess.run([PYTHON, "-c", "import greenlet"], capture_output=True).returncode != 0:
             self.notes.append("greenlet peer skipped: python3-greenlet is not installed for %s "
-                              "(apt-get install python3-greenlet)" % PYTHON)
+                              "(make venv, or apt-get install python3-greenlet)" % PYTHON)
         else:
             self.greenlet_ok = True
         if not self.have("kb_peer_simgrid"):
