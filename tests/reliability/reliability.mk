@@ -12,7 +12,12 @@
 #                    the sizes
 #   make fuzz-long   10^5 seeded random programs on the library and on the
 #                    model, identical traces required; prints the count.
-#                    FUZZ_SEEDS=n and FUZZ_FIRST=s choose the range
+#                    FUZZ_SEEDS=n and FUZZ_FIRST=s choose the range. Then
+#                    the Python binding's differential test
+#                    (bindings/python/tests/test_differential.py: random
+#                    rank programs on kbthreads and on the greenlet
+#                    reference) with PY_FUZZ_EXAMPLES programs (make test
+#                    runs 150), in the test venv (minutes)
 #   make fuzz        the libFuzzer entry point for FUZZ_TIME seconds
 #                    (clang; builds in $(BUILD)-fuzz)
 
@@ -26,6 +31,8 @@ FUZZ_SEEDS ?= 100000
 FUZZ_FIRST ?= 1
 FUZZ_TIME  ?= 60
 FUZZ_BUILD ?= $(REL_BUILD)-fuzz
+PY_FUZZ_EXAMPLES ?= 20000
+REL_PYTHON  = $(or $(VENV),$(REL_BUILD)/venv)/bin/python
 
 .PHONY: soak fuzz-long fuzz
 
@@ -38,6 +45,10 @@ soak: $(REL_BUILD)/CMakeCache.txt
 fuzz-long: $(REL_BUILD)/CMakeCache.txt
 	cmake --build $(REL_BUILD) -j $(REL_JOBS) --target test_rel_differential
 	./$(REL_DIR)/test_rel_differential --seeds $(FUZZ_SEEDS) --first $(FUZZ_FIRST)
+	cmake --build $(REL_BUILD) -j $(REL_JOBS) --target kbthreads_pyaccel
+	KBTHREADS_LIBRARY=$(abspath $(REL_BUILD))/src/libkbthreads.so.0 KBTHREADS_FUZZ_EXAMPLES=$(PY_FUZZ_EXAMPLES) \
+	  $(REL_PYTHON) -m pytest -q -p no:cacheprovider --hypothesis-show-statistics \
+	  bindings/python/tests/test_differential.py
 
 fuzz:
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DKB_FUZZER=ON -DKB_VALGRIND_TESTS=OFF
