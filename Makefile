@@ -1,20 +1,57 @@
 # SPDX-License-Identifier: MIT
-# Thin wrapper over CMake. `make demo` and `make test` do all set-up on a
-# fresh Debian machine: missing packages are installed with apt-get when run
-# as root (otherwise the command to run is printed).
+# Thin wrapper over CMake. `make build`, `make demo` and `make test` do all
+# set-up on a fresh Debian machine: missing packages are installed with
+# apt-get when run as root (otherwise the command to run is printed). The
+# build targets install only what the library, the demos and the Python
+# binding need; the test targets add the test tools and a venv.
 
 BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 DEMO_ARGS ?=
 
-DEB_PACKAGES := build-essential cmake pkg-config libck-dev libcmocka-dev valgrind clang clang-format doxygen python3 python3-dev python3-pytest python3-greenlet gdb
-# The Python package as pip builds it, offline (bindings/python/tests/package_test.sh).
-DEB_PACKAGES += python3-setuptools python3-wheel python3-build python3-venv
-# Issue 30's tests: PyTorch and numpy in Python ranks (bindings/python/tests/test_torch_ranks.py).
-DEB_PACKAGES += python3-torch python3-numpy
+# make build, demo, demo-cpp, install: the library (C11, pthreads,
+# Concurrency Kit), the C and C++ demos, and the Python binding's compiled
+# part for Debian's python3 (its headers). g++ comes with build-essential;
+# named because the C++ demo needs it.
+BUILD_PACKAGES := build-essential g++ cmake pkg-config libck-dev python3 python3-dev
+# make docs (and make test): the API reference and man pages.
+DOCS_PACKAGES := doxygen
+# The test venv (make test, make demo-torch): Debian's python3 makes it.
+VENV_PACKAGES := python3-venv
+# make test, test-fast and the other test targets, on top of those: cmocka,
+# Valgrind, clang (ThreadSanitizer, ASan, clang-format), gdb; Debian's pytest
+# and greenlet for /usr/bin/python3 (the explorer's tests, the tools' checks
+# and the reference oracle in ../shared/reference, which needs
+# python3-greenlet); the package as pip builds it offline
+# (bindings/python/tests/package_test.sh: setuptools, wheel, build, venv).
+TEST_PACKAGES := libcmocka-dev valgrind clang clang-format gdb python3-pytest python3-greenlet
+TEST_PACKAGES += python3-setuptools python3-wheel python3-build
+# Debian's pytest on CPython 3.10 (make test-pythons; 3.11 has it built in).
+TEST_PACKAGES += python3-exceptiongroup
+# gdb's py-bt, which the Python binding's gdb test needs (it skips without it).
+TEST_PACKAGES += python3-dbg
+# The explorer's Slurm test (tests/explore/test_explore_slurm.py) brings up a
+# single-node cluster: slurmctld, slurmd, sbatch and munged.
+TEST_PACKAGES += slurm-wlm munge
+# Everything (the other .mk files' test targets depend on `deps`).
+DEB_PACKAGES = $(BUILD_PACKAGES) $(DOCS_PACKAGES) $(VENV_PACKAGES) $(TEST_PACKAGES)
 
-.PHONY: all deps build demo demo-cpp demo-torch explore-demo test test-fast test-condvar test-portable docs format format-check install clean help
+# The test venv: the binding's test requirements (PyTorch, numpy, pytest,
+# greenlet; bindings/python/requirements-test.txt) from the package index,
+# installed for VENV_PYTHON, which must be the interpreter CMake builds the
+# compiled part for (KB_PYTHON3, Debian's /usr/bin/python3) so that the
+# venv's python loads it. make test, test-fast and demo-torch make it when
+# it is missing (and install the requirements again when their file
+# changes). VENV_PIP_ARGS: extra pip options, e.g. on a machine whose index
+# has only PyPI's CUDA build of torch: --index-url
+# https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
+VENV ?= $(BUILD)/venv
+VENV_PYTHON ?= /usr/bin/python3
+VENV_PIP_ARGS ?=
+TEST_REQUIREMENTS := bindings/python/requirements-test.txt
+
+.PHONY: all deps deps-build deps-docs deps-venv build build-tests venv demo demo-cpp demo-torch explore-demo test test-fast test-condvar test-portable docs format format-check install clean help
 
 PREFIX ?= /usr/local
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null || \
@@ -23,13 +60,15 @@ FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null || \
 all: build
 
 help:
+	@echo "make build      the library, the demos and the Python binding's compiled part in $(BUILD)/"
 	@echo "make demo       build and run the demo (ring all-reduce over 8 simulated ranks)"
 	@echo "make demo-cpp   the same demo written with the C++ layer (same output)"
-	@echo "make demo-torch PyTorch data-parallel training on 4 Python ranks (examples/torch_ddp.py)"
+	@echo "make demo-torch PyTorch data-parallel training on 4 Python ranks (examples/torch_ddp.py), in the test venv"
 	@echo "make explore-demo  kbthreads-explore finds, shrinks and replays a planted rank-order bug"
 	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
 	@echo "make test-fast  the suite without the Valgrind and sanitizer passes"
+	@echo "make venv       the test venv ($(VENV)): $(TEST_REQUIREMENTS) for $(VENV_PYTHON)"
 	@echo "make test-condvar | test-portable   test-fast and the memcheck pass against a KB_BATON=condvar"
 	@echo "                build ($(CONDVAR_BUILD)/) or a KB_PORTABLE=ON build ($(PORTABLE_BUILD)/)"
 	@echo "make tsan | asan | helgrind | drd   one of those passes"
@@ -44,16 +83,14 @@ help:
 	@echo "make test-python PY=/path/to/python3.X   the binding built and its suite run on that CPython;"
 	@echo "                make test-pythons: on every CPython found from 3.10 up (part of make test)"
 	@echo "make docs       API reference (HTML, man) in $(BUILD)/docs, Doxygen warnings as errors"
-	@echo "make install    install under PREFIX (default /usr/local)"
+	@echo "make install    install under PREFIX (default /usr/local); the API docs too once make docs built them"
 	@echo "make format-check / make format   clang-format check / rewrite"
-	@echo "make clean      remove $(BUILD)/"
+	@echo "make clean      remove $(BUILD)/ (and the test venv in it)"
 
-# The C++ tests and kbdemo_cpp (build-essential brings g++ too; said here
-# because the build looks for it).
-DEB_PACKAGES += g++
-deps:
+# $(call kb_deps,PACKAGES): install the Debian packages missing from the list.
+define kb_deps
 	@missing=""; \
-	for p in $(DEB_PACKAGES); do \
+	for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -64,19 +101,40 @@ deps:
 	    echo "missing Debian packages; run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
 	  fi; \
 	fi
+endef
 
-# Debian's pytest on CPython 3.10 (make test-pythons; 3.11 has it built in).
-DEB_PACKAGES += python3-exceptiongroup
-# gdb's py-bt, which the Python binding's gdb test needs (it skips without it).
-DEB_PACKAGES += python3-dbg
-# The explorer's Slurm test (tests/explore/test_explore_slurm.py) brings up a
-# single-node cluster: slurmctld, slurmd, sbatch and munged.
-DEB_PACKAGES += slurm-wlm munge
+deps:
+	$(call kb_deps,$(DEB_PACKAGES))
+deps-build:
+	$(call kb_deps,$(BUILD_PACKAGES))
+deps-docs:
+	$(call kb_deps,$(BUILD_PACKAGES) $(DOCS_PACKAGES))
+deps-venv:
+	$(call kb_deps,$(BUILD_PACKAGES) $(VENV_PACKAGES))
 
-$(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DKB_VALGRIND_TESTS=ON -DKB_BUILD_TESTS=ON -DKB_BUILD_EXAMPLES=ON $(CMAKE_FLAGS)
+# make build: the library, the examples and the binding's compiled part,
+# no test programs (a build folder that make test configured keeps them).
+$(BUILD)/CMakeCache.txt: | deps-build
+	cmake -S . -B $(BUILD) -DKB_BUILD_TESTS=OFF -DKB_FAULT_INJECTION=OFF -DKB_BUILD_EXAMPLES=ON $(CMAKE_FLAGS)
 
-build: deps $(BUILD)/CMakeCache.txt
+build: deps-build $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The test venv (see VENV above). The stamp holds the requirements it was
+# made from; pip installs them again when the file is newer.
+$(VENV)/requirements-test.txt: $(TEST_REQUIREMENTS) | deps-venv
+	test -x $(VENV)/bin/python || $(VENV_PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check $(VENV_PIP_ARGS) -r $(TEST_REQUIREMENTS)
+	cp $(TEST_REQUIREMENTS) $@
+
+venv: $(VENV)/requirements-test.txt
+
+# The build with the test programs (make test, test-fast, explore-demo):
+# every test tool, the venv, and the build folder configured for them
+# (ctest's python_binding runs with the venv's python).
+build-tests: deps venv
+	cmake -S . -B $(BUILD) -DKB_BUILD_TESTS=ON -DKB_FAULT_INJECTION=ON -DKB_VALGRIND_TESTS=ON \
+	      -DKB_BUILD_EXAMPLES=ON -DKB_TEST_PYTHON=$(abspath $(VENV))/bin/python $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -85,30 +143,31 @@ demo: build
 demo-cpp: build
 	./$(BUILD)/examples/kbdemo_cpp $(DEMO_ARGS)
 
-# Debian's python3 and python3-torch (installed by deps' recipe when missing),
-# the package in the source tree on the library and compiled part built here.
-DEMO_TORCH_PACKAGES := python3-torch
-demo-torch: build
-	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEMO_TORCH_PACKAGES)"
-	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 /usr/bin/python3 examples/torch_ddp.py $(DEMO_ARGS)
+# The package in the source tree, on the library and compiled part built
+# here, in the test venv (its PyTorch).
+demo-torch: build venv
+	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python examples/torch_ddp.py $(DEMO_ARGS)
 
 # kbthreads-explore on the planted order bug of tests/explore/explore_target.c
 # (docs/scheduling.md): it must find it (exit status 1), and the printed
 # replay must fail again.
-explore-demo: build
+explore-demo: build-tests
 	./$(BUILD)/kbthreads-explore --runs 20 --out $(BUILD)/explore-demo -- ./$(BUILD)/tests/explore/explore_target bug; \
 	  test $$? -eq 1
 	KB_REPLAY=$(BUILD)/explore-demo/shrunk.schedule ./$(BUILD)/tests/explore/explore_target bug; test $$? -eq 1
 
-test-fast: build
+test-fast: build-tests
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
 
 # The whole suite: format, API docs, ctest (with gdb, pytest, packaging,
 # reliability), the same programs under Valgrind memcheck, Helgrind and DRD,
 # the ThreadSanitizer and AddressSanitizer+UBSan builds (tsan/tsan.mk), the
-# suite without Valgrind in a Release build (tests/build-types.mk), and a
-# seconds-long benchmark smoke run (no time is asserted).
-test: build format-check docs
+# suite without Valgrind in a Release build (tests/build-types.mk), the
+# condvar and portable builds (each with this build's venv), a seconds-long
+# benchmark smoke run (no time is asserted), and the binding on every other
+# CPython (bindings/python/python.mk).
+test: build-tests
+	$(MAKE) --no-print-directory format-check docs
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L valgrind
 	$(MAKE) tsan asan
@@ -126,17 +185,22 @@ PORTABLE_BUILD ?= build-portable
 MEMCHECK_TESTS := -R '^valgrind/'
 
 test-condvar:
-	$(MAKE) BUILD=$(CONDVAR_BUILD) CMAKE_FLAGS="$(CMAKE_FLAGS) -DKB_BATON=condvar" test-fast
+	$(MAKE) BUILD=$(CONDVAR_BUILD) VENV=$(abspath $(VENV)) CMAKE_FLAGS="$(CMAKE_FLAGS) -DKB_BATON=condvar" test-fast
 	cd $(CONDVAR_BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) $(MEMCHECK_TESTS)
 
 test-portable:
-	$(MAKE) BUILD=$(PORTABLE_BUILD) CMAKE_FLAGS="$(CMAKE_FLAGS) -DKB_PORTABLE=ON" test-fast
+	$(MAKE) BUILD=$(PORTABLE_BUILD) VENV=$(abspath $(VENV)) CMAKE_FLAGS="$(CMAKE_FLAGS) -DKB_PORTABLE=ON" test-fast
 	cd $(PORTABLE_BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) $(MEMCHECK_TESTS)
 
-docs: build
+# Doxygen may come after the build folder was configured: configure again
+# so that CMake finds it (cmake/docs.cmake adds the target when it does).
+docs: deps-docs build
+	cmake -S . -B $(BUILD) >/dev/null
 	cmake --build $(BUILD) --target docs
 
-install: build docs
+# The library, headers, pkg-config and CMake files, the Python package and
+# the tools; the HTML and man pages too when make docs has built them.
+install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 format-check: deps
@@ -150,9 +214,13 @@ clean:
 
 # make tsan / asan / helgrind / drd
 include tsan/tsan.mk
+# (Helgrind and DRD run test programs: the test build.)
+helgrind drd: build-tests
 
 # make soak / fuzz-long / fuzz
 include tests/reliability/reliability.mk
+# (The soak and the differential fuzzer are test programs.)
+soak fuzz-long: build-tests
 
 # make bench / bench-smoke / bench-report
 include bench/bench.mk

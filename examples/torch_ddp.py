@@ -17,7 +17,15 @@ all-reduce is real: the engine averages the ranks' gradients when the
 collective completes. At the end every rank must hold the same weights, bit
 for bit equal to a sequential run of the same steps in one thread.
 
-    PYTHONPATH=bindings/python python3 examples/torch_ddp.py [--ranks N] [--steps S]
+    make demo-torch DEMO_ARGS="--ranks N --steps S"
+
+runs it in the test venv (build/venv: PyTorch 2.13, bindings/python/
+requirements-test.txt) on the library built in build/; by hand, after make
+build and make venv:
+
+    PYTHONPATH=bindings/python KBTHREADS_LIBRARY=build/src/libkbthreads.so.0 build/venv/bin/python examples/torch_ddp.py
+
+or with any python that has torch and the kbthreads package installed.
 
 Exit status 0 when the check passes, 1 (with a message on stderr) when it
 does not, 2 for a bad command line.

@@ -1,21 +1,26 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# package_test.sh REPO PYTHON: the Python package as a user gets it, offline.
+# package_test.sh REPO PYTHON [TEST_PYTHON]: the Python package as a user
+# gets it, offline.
 #
 #   1. A clean copy of what the package is built from (bindings/python,
 #      the project's CMakeLists.txt, cmake/, src/, include/, gdb/, tools/
-#      and the licenses; no build output) builds with `python3 -m build
+#      and the licenses; no build output; examples/ too, which some tests
+#      run) builds with `python3 -m build
 #      --no-isolation`: the sdist, then a wheel from the unpacked sdist, so
 #      the sdist is shown to build on its own. Both carry LICENSE and
 #      Concurrency Kit's notice (libck.a is linked into the module).
 #   1b. `pip wheel` of the copy's bindings/python, in place, leaves nothing
 #      in that tree, and the tree's own suite then passes (against the
-#      wheel's module, KBTHREADS_ACCEL): nothing left there is taken for an
-#      installed package.
+#      wheel's module, KBTHREADS_ACCEL; with TEST_PYTHON): nothing left
+#      there is taken for an installed package.
 #   2. The wheel installs into a fresh venv (--system-site-packages: pytest
-#      and greenlet come from Debian), and the binding's whole pytest suite,
-#      the oracle traces included, runs against the installed package (a
-#      copy of tests/ away from the source tree), with no KBTHREADS_*
+#      and greenlet come from Debian; with TEST_PYTHON, the test venv's
+#      python, that venv's packages come first: PyTorch, numpy, pytest,
+#      greenlet, so the suite's tests of them run here too), and the
+#      binding's whole pytest suite, the oracle traces included, runs
+#      against the installed package (a copy of tests/ and the examples away
+#      from the source tree), with no KBTHREADS_*
 #      variable and no libkbthreads on the loader's path.
 #   3. gdb's `kb ranks` (the script the package's module embeds, through the
 #      debug info and, on a copy stripped of it, through the debug
@@ -29,6 +34,7 @@
 set -eu
 repo=$(cd "$1" && pwd)
 python=$2
+test_python=${3:-$python}
 
 missing=""
 command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
@@ -59,7 +65,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 # 1. clean copy, sdist, wheel from the sdist
 mkdir -p "$tmp/copy"
 (cd "$repo" && tar cf - --exclude=build --exclude=_vendor --exclude='*.egg-info' --exclude='*.so' \
-    --exclude=__pycache__ bindings/python CMakeLists.txt cmake src include gdb tools LICENSE licenses) \
+    --exclude=__pycache__ bindings/python CMakeLists.txt cmake src include gdb tools LICENSE licenses examples) \
     | (cd "$tmp/copy" && tar xf -)
 "$python" -m build --no-isolation --outdir "$tmp/dist" "$tmp/copy/bindings/python" >"$tmp/build.log" 2>&1 \
     || { tail -n 40 "$tmp/build.log"; fail "python3 -m build --no-isolation failed"; }
@@ -86,20 +92,35 @@ diff "$tmp/before.list" "$tmp/after.list" || fail "pip wheel left the files abov
 "$python" -m zipfile -e "$(ls "$tmp"/intree/kbthreads-*.whl)" "$tmp/intree/unpacked"
 accel=$(ls "$tmp"/intree/unpacked/kbthreads/_accel*.so)
 (cd "$tmp/copy/bindings/python" && env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONDONTWRITEBYTECODE=1 \
-    KBTHREADS_ACCEL="$accel" "$python" -m pytest -q -p no:cacheprovider tests) \
+    KBTHREADS_ACCEL="$accel" "$test_python" -m pytest -q -p no:cacheprovider tests) \
     >"$tmp/tree-pytest.log" 2>&1 || { tail -n 60 "$tmp/tree-pytest.log"; fail "the tree's suite failed after pip wheel"; }
 echo "pip wheel in the tree left it as it was; the tree's suite: $(tail -n 1 "$tmp/tree-pytest.log")"
 
 # 2. a fresh venv, the wheel, the suite against the installed package
 "$python" -m venv --system-site-packages "$tmp/venv"
 venv="$tmp/venv/bin"
+if [ "$test_python" != "$python" ]; then
+    # The test venv's site-packages after this venv's own (which gets the
+    # wheel), before Debian's.
+    site=$("$venv/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    "$test_python" -c 'import sysconfig; p = sysconfig.get_paths(); print(p["purelib"]); print(p["platlib"])' \
+        | sort -u >"$site/kb-test-requirements.pth"
+    "$venv/python" -c 'import torch, numpy, greenlet, pytest' \
+        || fail "the test venv's packages ($test_python) do not import in the package's venv"
+fi
 "$venv/python" -m pip install -q --no-index --no-deps "$wheel" >"$tmp/pip.log" 2>&1 \
     || { cat "$tmp/pip.log"; fail "pip install of the wheel failed"; }
-cp -r "$repo/bindings/python/tests" "$repo/bindings/python/examples" "$tmp/"
-rm -rf "$tmp/tests/__pycache__"
+# (laid out as in the repository, the tests beside the binding's examples
+# and below the project's, which some run; no kbthreads/, include/ or tools/
+# there: the suite imports the installed package)
+suite="$tmp/suite/bindings/python/tests"
+mkdir -p "$tmp/suite/bindings/python"
+cp -r "$repo/bindings/python/tests" "$repo/bindings/python/examples" "$tmp/suite/bindings/python/"
+cp -r "$repo/examples" "$tmp/suite/"
+rm -rf "$suite/__pycache__"
 # Nothing from the caller's environment: no KBTHREADS_*, no LD_LIBRARY_PATH, no PYTHONPATH.
 run() { env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONDONTWRITEBYTECODE=1 "$@"; }
-(cd "$tmp" && run "$venv/python" -m pytest -q -rs -p no:cacheprovider "$tmp/tests") >"$tmp/pytest.log" 2>&1 \
+(cd "$tmp" && run "$venv/python" -m pytest -q -rs -p no:cacheprovider "$suite") >"$tmp/pytest.log" 2>&1 \
     || { tail -n 60 "$tmp/pytest.log"; fail "the pytest suite failed against the installed package"; }
 tail -n 1 "$tmp/pytest.log"
 ! grep -q "SKIPPED.*test_package.py" "$tmp/pytest.log" || { cat "$tmp/pytest.log"; fail "the metadata tests were skipped"; }
