@@ -448,11 +448,19 @@ def test_until_stale_stops_after_m_runs_in_a_row_without_a_new_schedule(tmp_path
 
 def test_time_budget_stops_cleanly_with_a_report(tmp_path):
     r = explore("--runs", "100000", "--time-budget", "1", "--out", str(tmp_path), "--", TARGET, "ok")
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr  # pct draws samples: no bound to fall short of
     assert "stopped at the time budget (1 s)" in r.stdout
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["stopped"] == "time"
     assert [run["run"] for run in result["runs"]] == list(range(1, len(result["runs"]) + 1))
+
+
+def test_an_exhaustive_exploration_cut_short_by_its_time_budget_exits_3(tmp_path):
+    # 23 indices to cover; the budget ends before the first run can start
+    r = explore("--strategy", "exhaustive", "--runs", "30", "--time-budget", "0.001", "--out", str(tmp_path), "--",
+                TARGET, "ok")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "incomplete: stopped before the bound it was asked to cover (exit status 3)" in r.stdout
 
 
 def test_bad_new_option_values_are_exit_2():

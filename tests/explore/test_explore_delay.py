@@ -207,17 +207,31 @@ def test_the_shards_of_a_level_partition_it(tmp_path):
         assert sum(result(d)["delays"]["levels"][level - 1]["schedules"] for d in dirs) == len(got)
 
 
-@pytest.mark.parametrize("options", [
-    pytest.param(("--runs", "100"), id="cut-by-runs"),
-    pytest.param(("--runs", "40"), id="cut-at-a-level-boundary"),
-    pytest.param(("--runs", "1000", "--delays", "1"), id="complete"),
+@pytest.mark.parametrize("options, status", [
+    pytest.param(("--runs", "100"), 3, id="cut-by-runs"),
+    pytest.param(("--runs", "40"), 3, id="cut-at-a-level-boundary"),
+    pytest.param(("--runs", "1000", "--delays", "1"), 0, id="complete"),
 ])
-def test_delay_shards_merged_give_the_report_of_one_run_when_nothing_fails(tmp_path, options):
+def test_delay_shards_merged_give_the_report_of_one_run_when_nothing_fails(tmp_path, options, status):
     dirs = explore_shards(tmp_path, "--strategy", "delay", *options, command=(TARGET, "ok"))
     merged = explore("merge", "--out", str(tmp_path / "merged"), *dirs)
     one = explore("--strategy", "delay", *options, "--out", str(tmp_path / "one"), "--", TARGET, "ok")
-    assert merged.returncode == one.returncode == 0, merged.stdout + merged.stderr + one.stdout + one.stderr
+    assert merged.returncode == one.returncode == status, merged.stdout + merged.stderr + one.stdout + one.stderr
     assert normalized(merged.stdout, tmp_path / "merged", *dirs) == normalized(one.stdout, tmp_path / "one")
+
+
+def test_delay_without_runs_covers_its_bound_and_finds_a_bug_past_100_runs(tmp_path):
+    # The bug needs two delays: it is run 290, the 250th of level 2 (after
+    # the 40 of level 1). A cap of 100 runs, the sampling strategies'
+    # default, stopped before it and said "no failure" with exit status 0.
+    r = explore("--strategy", "delay", "--out", str(tmp_path), "--", TARGET, "bug")
+    assert_found_at_level_2(r, tmp_path)
+
+
+def test_delay_cut_short_by_runs_before_the_bug_says_so_in_its_exit_status(tmp_path):
+    r = explore("--strategy", "delay", "--runs", "100", "--out", str(tmp_path), "--", TARGET, "bug")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "incomplete: stopped before the bound it was asked to cover (exit status 3)" in r.stdout
 
 
 def test_delay_finds_the_python_bug_at_level_2(tmp_path):
@@ -272,7 +286,7 @@ def test_a_complete_exploration_says_how_many_schedules_the_next_level_holds(tmp
 
 def test_runs_cut_a_level_short_and_the_report_says_how_much_of_it_ran(tmp_path):
     r = explore("--strategy", "delay", "--runs", "100", "--out", str(tmp_path), "--", TARGET, "ok")
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr  # no failure, but short of the bound
     assert "no failure: tried 100 runs, 101 distinct schedules (the baseline's included); " \
         "stopped after --runs 100 runs" in r.stdout
     assert ": delays: every schedule with at most 1 delay was run: 41 of them, none failed" in r.stdout
@@ -285,7 +299,7 @@ def test_a_time_budget_cuts_a_level_short_and_the_report_says_how_much_of_it_ran
     # 200 rounds: 400 schedules of one delay, 80 000 of two
     r = explore("--strategy", "delay", "--runs", "100000", "--time-budget", "1", "--out", str(tmp_path), "--",
                 TARGET, "count", "3", "200")
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr  # no failure, but short of the bound
     m = re.search(r": delays: level (\d) cut short by the time budget \(1 s\): (\d+) of its (\d+) schedules were run",
                   r.stdout)
     assert m, r.stdout

@@ -46,14 +46,16 @@ strategies (the run number i = 1..N is the seed or index):
               delays over the whole run (a delay moves the rank whose turn
               it is behind the ranks still to run in its round), with 0, 1,
               ..., D delays in turn, each once, planned from the runs' own
-              recordings; the report says up to how many delays every
-              schedule was run, and how much of the level cut short by
-              --runs, --time-budget or --until-stale ran
+              recordings: all of them unless --runs, --time-budget or
+              --until-stale cuts it short (no --runs default here); the
+              report says up to how many delays every schedule was run, and
+              how much of the level cut short ran
 
 --shard K/N: runs K, K+N, K+2N, ... (pct, seeded), the K-th of N slices
 of the indices (exhaustive), or the K-th, K+N-th, ... schedules of one delay
 and every schedule that extends them (delay); no shrinking; the result goes
-to DIR/result.json.
+to DIR/result.json; a shard exits 1 (a failure) or 0, merge gives the
+exploration's status (3 included).
 
 files in DIR:
   result.json                                     runs, outcomes, coverage, the failure
@@ -65,9 +67,11 @@ files in DIR:
   replay.gdb                                      gdb commands: replay it, stop at
                                                   its first turn out of rank order
 
-exit status: 1 a failing schedule was found, 0 none, 2 a usage error, a
-command that cannot be run, a baseline that fails, or shards that do not
-merge.
+exit status: 1 a failing schedule was found; 0 none; 3 none, but the
+exploration stopped before its bound (--strategy delay or exhaustive cut
+short by --runs, --time-budget or --until-stale: it proves less than asked);
+2 a usage error, a command that cannot be run, a baseline that fails, or
+shards that do not merge.
 """
 
 
@@ -126,7 +130,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--runs", type=positive_int, default=100, metavar="N", help="schedules to try, at most (default 100)")
+    p.add_argument("--runs", type=positive_int, default=None, metavar="N",
+                   help="schedules to try, at most (default 100; --strategy delay: no cap, every schedule within "
+                   "--delays)")
     p.add_argument(
         "--strategy",
         choices=("pct", "seeded", "exhaustive", "delay"),
@@ -218,6 +224,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             parser.error(f"--delays is for --strategy delay, not {args.strategy}")
         if args.strategy == "delay" and args.delays is None:
             args.delays = 2
+        if args.runs is None and args.strategy != "delay":
+            args.runs = 100  # a sample size; delay covers its bound unless capped
         why = check_command(args.command)
         if why:
             parser.exit(EXIT_USAGE, f"{prog}: cannot run the command: {why}\n")

@@ -12,7 +12,7 @@ from typing import Callable
 from .coverage import Coverage, orders_of
 from .levels import levels_json, run_levels
 from .report import baseline_line, finish_failure, plural, report
-from .results import EXIT_FOUND, EXIT_NONE_FOUND, EXIT_USAGE, RESULT_FILE, RESULT_FORMAT, Options, write_json
+from .results import EXIT_FOUND, EXIT_NONE_FOUND, EXIT_USAGE, RESULT_FILE, RESULT_FORMAT, Options, no_failure_status, write_json
 from .runner import Runner
 from .runs import Committer, Explored, default_jobs, run_all
 from .schedule_file import Section, read_schedule, schedule_digest
@@ -104,6 +104,7 @@ def say_shard(say: Callable[[str], None], args: argparse.Namespace, out: str, pl
         f"(levels 1 to {len(explored.delays.levels)} of its part, numbered in its own order)"
     say(f"shard {k}/{n}: tried {plural(len(explored.committed), 'run')} {of}, {what}; "
         f"result in {os.path.join(out, RESULT_FILE)}")
+    # whether the exploration covered its bound is merge's to say (status 3)
     return EXIT_FOUND if failing else EXIT_NONE_FOUND
 
 
@@ -140,5 +141,5 @@ def explore(args: argparse.Namespace, say: Callable[[str], None], complain: Call
     report(say, opts, explored)
     failing = explored.failure
     if failing is None:
-        return EXIT_NONE_FOUND
+        return no_failure_status(args.strategy, explored.stopped)
     return finish_failure(say, runner, out, failing, jobs, args.command, args.gdb)

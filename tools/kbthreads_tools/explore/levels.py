@@ -86,7 +86,7 @@ def run_levels(args: argparse.Namespace, runner: Runner, out: str, baseline: lis
         dl.levels.append(lv)
         if not current:
             break
-        room = max(0, args.runs - len(committer.committed))
+        room = len(current) if args.runs is None else max(0, args.runs - len(committer.committed))
         plan = [planned(d, number + i, level, level < args.delays) for i, d in enumerate(current[:room])]
         number += len(plan)
         first = len(committer.committed)
@@ -142,7 +142,7 @@ def merge_levels(shards: list[tuple[str, dict]], opts: Options, coverage: Covera
         if total == 0:
             break
         for _, i, run in entries:
-            if len(committer.committed) >= opts.runs:
+            if opts.runs is not None and len(committer.committed) >= opts.runs:
                 stopped = "runs"
             elif run is None:
                 stopped = "time"  # a shard stopped short of it

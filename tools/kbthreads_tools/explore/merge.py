@@ -12,7 +12,7 @@ from typing import Callable
 from .coverage import Coverage
 from .levels import LevelsMergeError, merge_levels
 from .report import finish_failure, report
-from .results import EXIT_NONE_FOUND, EXIT_USAGE, MERGED_OPTIONS, RESULT_FILE, RESULT_FORMAT, Options, prepare_out
+from .results import EXIT_USAGE, MERGED_OPTIONS, RESULT_FILE, RESULT_FORMAT, Options, no_failure_status, prepare_out
 from .runner import Runner
 from .runs import Committer, Explored, RunResult, default_jobs
 
@@ -127,7 +127,7 @@ def finish(args: argparse.Namespace, say: Callable[[str], None], complain: Calla
     report(say, opts, explored)
     failing = explored.failure
     if failing is None:
-        return EXIT_NONE_FOUND
+        return no_failure_status(opts.strategy, explored.stopped)
     out = os.path.abspath(args.out)
     why = prepare_out(out)
     if why:

@@ -14,7 +14,7 @@ from .coverage import coverage_lines
 from .delays import describe, env_value
 from .gdb_script import gdb_command, is_script, write_gdb_script
 from .levels import failing_level_note, level_lines
-from .results import EXIT_FOUND, Options, plural
+from .results import EXIT_CUT_SHORT, EXIT_FOUND, Options, cut_short, plural
 from .runner import Runner
 from .runs import Explored, RunResult
 from .schedule_file import Section, differing_rounds, read_schedule
@@ -52,6 +52,9 @@ def report(say: Callable[[str], None], opts: Options, explored: Explored) -> Non
     for line in coverage_lines(cov):
         say(line)
     say(f"coverage: the last {plural(cov.stale, 'run')} in a row found no new schedule")
+    if failing is None and cut_short(opts.strategy, explored.stopped):
+        say(f"incomplete: stopped before the bound it was asked to cover (exit status {EXIT_CUT_SHORT}); "
+            "without --runs, --time-budget and --until-stale it runs to the bound")
 
 
 def finish_failure(say: Callable[[str], None], runner: Runner, out: str, failing: RunResult, jobs: int,

@@ -12,6 +12,24 @@ from dataclasses import dataclass
 EXIT_NONE_FOUND = 0
 EXIT_FOUND = 1
 EXIT_USAGE = 2
+# No failure found, but the exploration stopped before the bound it was
+# asked for (cut_short): a shorter search proves less than it was asked to.
+EXIT_CUT_SHORT = 3
+
+# The strategies with a bound to cover: --strategy delay (every schedule
+# within --delays) and exhaustive (every order of the first k rounds). pct
+# and seeded draw --runs samples, and have none.
+BOUNDED = ("delay", "exhaustive")
+
+
+def cut_short(strategy: str, stopped: str) -> bool:
+    """Did an exploration that found no failure stop before its bound
+    (--runs, --time-budget or --until-stale cut it)?"""
+    return strategy in BOUNDED and stopped in ("runs", "time", "stale")
+
+
+def no_failure_status(strategy: str, stopped: str) -> int:
+    return EXIT_CUT_SHORT if cut_short(strategy, stopped) else EXIT_NONE_FOUND
 
 
 RESULT_FORMAT = "kbthreads-explore-result 1"
@@ -60,7 +78,7 @@ class Options:
 
     command: list[str]
     strategy: str
-    runs: int
+    runs: int | None  # None: no cap (--strategy delay without --runs)
     depth: int
     timeout: float
     compare_output: bool

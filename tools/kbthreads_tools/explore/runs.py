@@ -127,8 +127,8 @@ def run_all(runner: Runner, out: str, plan: list[Planned], jobs: int, deadline: 
             while not committer.stopped and done_upto in results:
                 committer.take(results.pop(done_upto))
                 done_upto += 1
-            if committer.stopped:
-                runner.cancel(above=committer.committed[-1].number)
+            if committer.stopped:  # (a time budget may end before any run was committed)
+                runner.cancel(above=committer.committed[-1].number if committer.committed else None)
             elif deadline is not None and time.monotonic() >= deadline and (running or nxt < len(plan)):
                 committer.stopped = "time"
                 runner.cancel()
