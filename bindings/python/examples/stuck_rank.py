@@ -7,7 +7,7 @@ simulation hangs"):
     KB_STALL_MS=200 python3 stuck_rank.py        # the stall report names the line
     python3 stuck_rank.py 30 & kbthreads-dump $!  # every rank's line, from outside
 
-From the source tree: PYTHONPATH=bindings/python:tools
+From the source tree: PYTHONPATH=bindings/python
 KBTHREADS_LIBRARY=build/src/libkbthreads.so.0 python3 bindings/python/examples/stuck_rank.py
 (and tools/kbthreads-dump). The argument is how long the rank is stuck, in
 seconds (default 1).
