@@ -63,7 +63,8 @@ help:
 	@echo "make build      the library, the demos and the Python binding's compiled part in $(BUILD)/"
 	@echo "make demo       build and run the demo (ring all-reduce over 8 simulated ranks)"
 	@echo "make demo-cpp   the same demo written with the C++ layer (same output)"
-	@echo "make demo-torch PyTorch data-parallel training on 4 Python ranks (examples/torch_ddp.py), in the test venv"
+	@echo "make demo-torch an unmodified DDP script on 4 kbthreads ranks (examples/ddp_train.py), then its step"
+	@echo "                time predicted for two networks (examples/ddp_predict.py), in the test venv"
 	@echo "make explore-demo  kbthreads-explore finds, shrinks and replays a planted rank-order bug"
 	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
@@ -145,8 +146,13 @@ demo-cpp: build
 
 # The package in the source tree, on the library and compiled part built
 # here, in the test venv (its PyTorch).
+# examples/ddp_train.py: a DDP script unchanged but for its launch line
+# (docs/torch.md); examples/ddp_predict.py: its step time predicted for two
+# networks (docs/torch-time.md; timeline and plot in $(BUILD)/).
 demo-torch: build venv
-	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python examples/torch_ddp.py $(DEMO_ARGS)
+	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python examples/ddp_train.py $(DEMO_ARGS)
+	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python examples/ddp_predict.py \
+	  --timeline $(BUILD)/ddp_predict.json --plot $(BUILD)/ddp_predict.svg
 
 # kbthreads-explore on the planted order bug of tests/explore/explore_target.c
 # (docs/scheduling.md): it must find it (exit status 1), and the printed
