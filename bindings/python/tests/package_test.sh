@@ -17,7 +17,8 @@
 #   2. The wheel installs into a fresh venv (--system-site-packages: pytest
 #      and greenlet come from Debian; with TEST_PYTHON, the test venv's
 #      python, that venv's packages come first: PyTorch, numpy, pytest,
-#      greenlet, so the suite's tests of them run here too), and the
+#      greenlet, ..., and its commands are linked beside this venv's
+#      python, so the suite's tests of them run here too), and the
 #      binding's whole pytest suite, the oracle traces included, runs
 #      against the installed package (a copy of tests/ and the examples away
 #      from the source tree), with no KBTHREADS_*
@@ -107,6 +108,11 @@ if [ "$test_python" != "$python" ]; then
         | sort -u >"$site/kb-test-requirements.pth"
     "$venv/python" -c 'import torch, numpy, greenlet, pytest' \
         || fail "the test venv's packages ($test_python) do not import in the package's venv"
+    # and its commands (py-spy, ...) beside this venv's python, where the
+    # tests look for them
+    for cmd in "$(dirname "$test_python")"/*; do
+        [ -e "$venv/$(basename "$cmd")" ] || ln -s "$cmd" "$venv/$(basename "$cmd")"
+    done
 fi
 "$venv/python" -m pip install -q --no-index --no-deps "$wheel" >"$tmp/pip.log" 2>&1 \
     || { cat "$tmp/pip.log"; fail "pip install of the wheel failed"; }
