@@ -116,6 +116,17 @@ PyObject *accel_core_start(Core *c, PyObject *args)
     struct spawn *s = PyMem_RawCalloc(1, sizeof *s);
     if (!s)
         return PyErr_NoMemory();
+    /* The result is made before the spawn starts: once kb_start has made
+     * the process context, handing it to Python must not fail (one lost
+     * would keep the ctx busy for good). Python holds the spawn by the
+     * address of its record (parse_pc). */
+    PyObject *res = PyTuple_New(2);
+    PyObject *handle = res ? PyLong_FromVoidPtr(s) : NULL;
+    if (!handle) {
+        Py_XDECREF(res);
+        PyMem_RawFree(s);
+        return NULL;
+    }
     s->entry = entry;
     s->nprocs = nprocs;
     kb_process_context *pc = NULL;
@@ -125,7 +136,15 @@ PyObject *accel_core_start(Core *c, PyObject *args)
     Py_END_ALLOW_THREADS if (rc != 0)
     {
         PyMem_RawFree(s);
-        return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(NULL));
+        Py_DECREF(handle);
+        PyObject *code = PyLong_FromLong(rc);
+        if (!code) {
+            Py_DECREF(res);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(res, 0, code);
+        PyTuple_SET_ITEM(res, 1, PyLong_FromLong(0)); /* a cached small int: no allocation */
+        return res;
     }
     /* After kb_start, which checked nprocs against the machine: no rank
      * has run yet (they run in kb_join). Without the ids a rank's Ctrl-C
@@ -134,7 +153,9 @@ PyObject *accel_core_start(Core *c, PyObject *args)
     s->pc = pc;
     s->next = spawns;
     spawns = s;
-    return Py_BuildValue("(iN)", rc, PyLong_FromVoidPtr(pc));
+    PyTuple_SET_ITEM(res, 0, PyLong_FromLong(0)); /* rc 0: a cached small int, no allocation */
+    PyTuple_SET_ITEM(res, 1, handle);
+    return res;
 }
 
 /* spawn_check(core or None, nprocs, stack_size) -> (rc, why): kb_spawn_check. */
@@ -196,12 +217,18 @@ PyObject *accel_ctx_reset(PyObject *mod, PyObject *core)
     Py_RETURN_NONE;
 }
 
+/* The process context of the spawn Python holds as addr: the address of
+ * its record (accel_core_start). */
 static kb_process_context *parse_pc(PyObject *addr)
 {
-    void *p = PyLong_AsVoidPtr(addr);
-    if (!p && !PyErr_Occurred())
-        PyErr_SetString(PyExc_ValueError, "kbthreads._accel: no process context");
-    return p;
+    struct spawn *p = PyLong_AsVoidPtr(addr);
+    if (!p && PyErr_Occurred())
+        return NULL;
+    for (struct spawn *s = spawns; s; s = s->next)
+        if (s == p)
+            return s->pc;
+    PyErr_SetString(PyExc_ValueError, "kbthreads._accel: no process context");
+    return NULL;
 }
 
 /* [(rank, code, message)] of the root-cause ranks, in recording order. */

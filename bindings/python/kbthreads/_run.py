@@ -47,7 +47,7 @@ class _Run:
         self.failures: dict[int, BaseException] = {}
         self.bind_error: BaseException | None = None
         self.raw_error: BaseException | None = None  # a BaseException from the abort hook
-        self.pc = 0  # the kb_process_context's address, 0 once freed
+        self.pc = 0  # the spawn's handle from the compiled part (_accel_spawn.c: parse_pc), 0 once freed
         self.done = False  # finished or freed: no rank runs any more
         self.outcome: BaseException | None = None  # what join raises once done
         self.joining = False
@@ -104,16 +104,20 @@ class _Run:
         Ctrl-C meanwhile: _interrupt.py (a second one ends the process)."""
         undelivered = False
         with self.ctx._guard(blocking=True):
-            if self.pc:
-                began = _interrupt.begin(self)
-                pc, self.pc = self.pc, 0
-                try:
-                    self.stats = _stats.read(pc)  # the totals, kept once the process context is gone
-                    self.ctx.last_stats = self.stats
-                    _accel.process_context_free(pc)
-                finally:
-                    undelivered = _interrupt.end(began)
-            self._finish()
+            try:
+                if self.pc:
+                    began = _interrupt.begin(self)
+                    pc, self.pc = self.pc, 0
+                    try:
+                        try:
+                            self.stats = _stats.read(pc)  # the totals, kept once the process context is gone
+                            self.ctx.last_stats = self.stats
+                        finally:  # also when reading them ran out of memory
+                            _accel.process_context_free(pc)
+                    finally:
+                        undelivered = _interrupt.end(began)
+            finally:
+                self._finish()
         if undelivered and sys.exc_info()[1] is None:
             raise KeyboardInterrupt
 
