@@ -6,7 +6,10 @@ module, unchanged, run by the oracle harness (fakectx.py) on the same
 programs (each s_* function run with the oracle's fakectx in place of
 kbfake), with Debian's python3-greenlet 2.0.2. They were recorded once,
 outside this repository, and pasted here (nothing here needs the reference
-or greenlet at test time). The recorder normalised three things the library
+or greenlet at test time; test_reference_on_greenlet.py runs the reference
+again on the interpreter's greenlet, greenlet 3 in the test venv, where the
+reference is beside the checkout, and finds them unchanged, normalised as
+below by the same rules). The recorder normalised three things the library
 cannot show, as the C tests' oracle normaliser (tests/oracle/oracle_lib.py)
 does:
 
