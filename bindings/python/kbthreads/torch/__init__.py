@@ -39,6 +39,8 @@ except ImportError as e:  # pragma: no cover - exercised where torch is missing
 
 if not _dist.is_available():  # pragma: no cover
     raise ImportError("kbthreads.torch needs a PyTorch build with torch.distributed")
+if int(_torch.__version__.split(".")[0]) < 2:  # pragma: no cover - Debian 12's python3-torch is 1.13
+    raise ImportError(f"kbthreads.torch needs PyTorch 2.x, this is {_torch.__version__}")
 
 from ._group import BACKEND, KbProcessGroup
 from ._meeting import Collective, CollectiveError
