@@ -19,6 +19,7 @@ allocated blocks and objects, tracemalloc)."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import gc
 import json
 import os
@@ -29,7 +30,9 @@ import tracemalloc
 import kbthreads
 from kbthreads import _loader
 
-KINDS = {"library": 0, "python": 100, "thread": 1, "sync": 2}  # fault_seams.c: KB_FAULT_ALLOC, KBPYFAULT_PYTHON, KB_FAULT_THREAD, KB_FAULT_SYNC
+# the kinds of call, as fault_seams.c numbers them: KB_FAULT_ALLOC, KBPYFAULT_PYTHON,
+# KB_FAULT_THREAD, KB_FAULT_SYNC
+KINDS = {"library": 0, "python": 100, "thread": 1, "sync": 2}
 NPROCS = 4
 MAX_NTH = 5000
 
@@ -124,7 +127,7 @@ def names_memory(e: BaseException, seen=None) -> bool:
     seen.add(id(e))
     if isinstance(e, MemoryError):
         return True
-    if isinstance(e, kbthreads.KbError) and e.code == -12:
+    if isinstance(e, kbthreads.KbError) and e.code == -errno.ENOMEM:
         return True
     if isinstance(e, kbthreads.SpawnException):
         if "memory" in str(e).lower():
@@ -266,7 +269,7 @@ def main() -> None:
     windows = []
     gc.collect()
     snap = tracemalloc.take_snapshot().filter_traces(own)
-    for _ in range(int(os.environ.get('KB_FS_WINDOWS', '2'))):
+    for _ in range(2):
         run_plan()
         gc.collect()
         now = tracemalloc.take_snapshot().filter_traces(own)
