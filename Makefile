@@ -44,8 +44,8 @@ DEB_PACKAGES = $(BUILD_PACKAGES) $(DOCS_PACKAGES) $(VENV_PACKAGES) $(TEST_PACKAG
 # venv's python loads it. make test, test-fast and demo-torch make it when
 # it is missing (and install the requirements again when their file
 # changes). VENV_PIP_ARGS: extra pip options, e.g. on a machine whose index
-# has only PyPI's CUDA build of torch: --index-url
-# https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
+# has only the CUDA build of torch, --index-url naming PyTorch's CPU wheel
+# index (with --extra-index-url for the rest).
 VENV ?= $(BUILD)/venv
 VENV_PYTHON ?= /usr/bin/python3
 VENV_PIP_ARGS ?=
