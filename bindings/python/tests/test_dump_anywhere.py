@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 import kbthreads
+from kbthreads import _loader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
@@ -50,6 +51,10 @@ def _run(tmp_path, pythonpath):
 
 
 @pytest.mark.skipif(not IN_SOURCE_TREE, reason="runs the package of the source tree (this run tests an installed one)")
+# (as test_debugging.py's needs_thread_ids: the default build runs it)
+@pytest.mark.skipif(not _loader.accel.features() & _loader.accel.KB_FEATURE_THREAD_IDS,
+                    reason="a KB_PORTABLE library records no kernel thread ids: the dump has no rank thread "
+                           "to show a stack under")
 def test_dump_from_the_source_tree_finds_the_tools_beside_it(tmp_path):
     out, line = _run(tmp_path, os.path.dirname(PACKAGE))
     assert "baton: rank 1" in out, out  # kbthreads-dump's table
