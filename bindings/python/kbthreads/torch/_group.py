@@ -5,7 +5,8 @@ context's engine. One object per rank and group, created by the backend
 creator ``_create`` that ``_world.py`` routes every CPU backend name to
 inside a spawn.
 
-Each method records the calling rank's part (a snapshot of its inputs),
+Each method records the calling rank's part (its inputs, copied where a
+result refers to them),
 returns a Work, and, for the last member to arrive, checks the calls and
 computes every member's result (``_ops.py``). ``Work.wait()`` parks the
 rank until the drain completed the collective and copies its result into
@@ -57,7 +58,16 @@ def _check_tensor(t: Any, what: str) -> torch.Tensor:
 
 
 def _snap(t: torch.Tensor) -> torch.Tensor:
+    """A copy of an input whose values a result refers to (gathers,
+    broadcasts, scatters, all-to-all, sends)."""
     return t.detach().clone()
+
+
+def _live(t: torch.Tensor) -> torch.Tensor:
+    """An input a reduction reads when the last member arrives, into new
+    tensors: no copy needed (an async caller that changes it before then
+    changes the result, the same way every run)."""
+    return t.detach()
 
 
 def _same(calls: Sequence[Call], extra_check: Callable[[Sequence[Call]], str | None] | None = None) -> str | None:
@@ -153,7 +163,7 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
         ts = self._tensors(tensors, "all_reduce's tensor")
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         name, factor = self._reduce_op(op, ts[0].dtype)
-        call = self._call("all_reduce", [_snap(t) for t in ts], dtype=_dtype(ts[0]),
+        call = self._call("all_reduce", [_live(t) for t in ts], dtype=_dtype(ts[0]),
                           shapes=tuple(tuple(t.shape) for t in ts), numel=sum(t.numel() for t in ts),
                           nbytes=sum(t.numel() * t.element_size() for t in ts), op=name)
 
@@ -195,7 +205,7 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
         root = opts.rootRank if opts is not None else 0
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         name, factor = self._reduce_op(op, ts[0].dtype)
-        call = self._call("reduce", [_snap(t) for t in ts], dtype=_dtype(ts[0]),
+        call = self._call("reduce", [_live(t) for t in ts], dtype=_dtype(ts[0]),
                           shapes=tuple(tuple(t.shape) for t in ts), numel=sum(t.numel() for t in ts),
                           nbytes=sum(t.numel() * t.element_size() for t in ts), op=name, root=root)
 
@@ -264,7 +274,7 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
                              f"needs {n} x {input.numel()}")
         if output.dtype != input.dtype:
             raise ValueError("kbthreads.torch: all_gather_into_tensor: output and input dtypes differ")
-        call = self._call("all_gather_into_tensor", _snap(input), dtype=_dtype(input), shapes=(tuple(input.shape),),
+        call = self._call("all_gather_into_tensor", _live(input), dtype=_dtype(input), shapes=(tuple(input.shape),),
                           numel=input.numel(), nbytes=input.numel() * input.element_size())
 
         def compute(calls: list[Call]) -> dict[int, Any]:
@@ -341,7 +351,7 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
         ins = self._tensors(input_lists[0], "reduce_scatter's input")
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         name, factor = self._reduce_op(op, ins[0].dtype)
-        call = self._call("reduce_scatter", [_snap(t) for t in ins], dtype=_dtype(ins[0]),
+        call = self._call("reduce_scatter", [_live(t) for t in ins], dtype=_dtype(ins[0]),
                           shapes=tuple(tuple(t.shape) for t in ins), numel=sum(t.numel() for t in ins),
                           nbytes=sum(t.numel() * t.element_size() for t in ins), op=name)
 
@@ -363,7 +373,7 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
                              f"needs {n} x {output.numel()}")
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         name, factor = self._reduce_op(op, input.dtype)
-        call = self._call("reduce_scatter_tensor", _snap(input), dtype=_dtype(input), shapes=(tuple(input.shape),),
+        call = self._call("reduce_scatter_tensor", _live(input), dtype=_dtype(input), shapes=(tuple(input.shape),),
                           numel=input.numel(), nbytes=input.numel() * input.element_size(), op=name)
 
         def compute(calls: list[Call]) -> dict[int, Any]:

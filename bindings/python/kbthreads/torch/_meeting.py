@@ -9,7 +9,7 @@ is the lock. A collective is matched by (group, sequence number): the n-th
 collective a rank calls on a group meets the n-th of every other member,
 as with gloo. The last member to arrive checks the calls (kind, dtype,
 shapes, reduce op, root), computes every member's result from the inputs
-snapshotted at arrival, combining ranks in group-rank order, and submits
+brought (copies, or for reductions the tensors themselves), combining ranks in group-rank order, and submits
 one entry to the context's collective queue; the drain completes it through
 the engine, and each member copies its result out when it waits.
 """
@@ -65,7 +65,7 @@ class Call:
     site: str  # "file:line in function", the first frame outside torch and kbthreads
     numel: int
     nbytes: int
-    inputs: Any  # snapshot of what the rank brought
+    inputs: Any  # what the rank brought: copies, or the tensors a reduction reads at the last arrival
     extra: Any = None  # per-kind data that need not match (split sizes)
     t: float | None = None  # simulated arrival time (a timed spawn)
 
