@@ -40,8 +40,8 @@
 #include "fault.h"
 
 #define KBPYFAULT_PYTHON 100
-#define EXPORT __attribute__((visibility("default")))
-#define MAX_FRAMES 48
+#define EXPORT           __attribute__((visibility("default")))
+#define MAX_FRAMES       48
 
 EXPORT void kbpyfault_arm(int kind, long nth);
 EXPORT long kbpyfault_calls(int kind);
@@ -49,9 +49,9 @@ EXPORT int kbpyfault_install(void);
 EXPORT long kbpyfault_site(void);
 
 static PyMemAllocatorEx orig[3];
-static void *self_base;    /* where this module is loaded */
-static long py_calls;      /* counted allocations since the last arm */
-static long py_at;         /* which one fails; 0: none */
+static void *self_base; /* where this module is loaded */
+static long py_calls;   /* counted allocations since the last arm */
+static long py_at;      /* which one fails; 0: none */
 static int py_armed;
 static long py_site; /* where the failed allocation was made: an offset in this module */
 static const void *eval_start, *gil_start; /* the two stops, and their sizes */
