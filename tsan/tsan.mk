@@ -36,7 +36,12 @@ SAN_CTEST_EXCLUDE := -LE valgrind -E '^packaging_'
 # CallUserSignalHandler, on the thread interrupted in MetaMap::FreeRange),
 # which hangs the test until its timeout. The storm still runs plain,
 # under memcheck and under ASan.
-TSAN_CTEST_EXCLUDE := -LE valgrind -E '^(packaging_|test_rel_signals$$)'
+# Nor test_debug_ctx_dump: the dump asks each rank thread for its stack with
+# a signal, and TSan's runtime delivers a signal to a thread blocked in a
+# system call only when the call returns; a rank parked on the baton then
+# misses the dump's 2 s deadline (5 failures in 5 quiet runs; the plain,
+# memcheck and ASan runs pass).
+TSAN_CTEST_EXCLUDE := -LE valgrind -E '^(packaging_|test_rel_signals$$|test_debug_ctx_dump$$)'
 
 .PHONY: tsan asan helgrind drd
 
