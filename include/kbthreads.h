@@ -768,7 +768,7 @@ KB_API int kb_spawn(kb_ctx *ctx, kb_rank_fn fn, void *arg, int nprocs, const kb_
  *   - memory: 24 KiB a thread that no overcommit lends (its kernel stack and
  *     the first pages of its own stack), against MemAvailable and the
  *     cgroup's memory.max less memory.current (a stack's full size is
- *     virtual: 32 000 ranks of 8 MiB stacks fit in 280 MB);
+ *     virtual and not counted here);
  *   - vm.max_map_count, two mappings a thread, when the spawn needs more
  *     than a quarter of it.
  * Each gives an upper bound on the room (a spawn that would fit is never

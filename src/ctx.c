@@ -64,16 +64,24 @@ int kb_ctx_create(const kb_engine *engine, kb_ctx **out)
     return 0;
 }
 
-int kb_ctx_destroy(kb_ctx *ctx)
+/* Own an idle ctx for a call made between spawns, by the application:
+ * KB_EPERM from a rank, KB_EBUSY from an engine hook or while ctx is busy. */
+static int own_between_spawns(kb_ctx *ctx)
 {
-    if (!ctx)
-        return 0;
     if (kb__self())
         return KB_EPERM;
     if (kb_in_hook())
         return KB_EBUSY;
-    if (kb__ctx_own_idle(ctx) != 0)
-        return KB_EBUSY;
+    return kb__ctx_own_idle(ctx) != 0 ? KB_EBUSY : 0;
+}
+
+int kb_ctx_destroy(kb_ctx *ctx)
+{
+    if (!ctx)
+        return 0;
+    int rc = own_between_spawns(ctx);
+    if (rc != 0)
+        return rc;
     kb__pool_drain(ctx); /* joins every parked thread */
     kb__graveyard_free(ctx);
     kb__queue_free(&ctx->waits);
@@ -89,12 +97,9 @@ int kb_ctx_reset(kb_ctx *ctx)
 {
     if (!ctx)
         return KB_EINVAL;
-    if (kb__self())
-        return KB_EPERM;
-    if (kb_in_hook())
-        return KB_EBUSY;
-    if (kb__ctx_own_idle(ctx) != 0)
-        return KB_EBUSY;
+    int owned = own_between_spawns(ctx);
+    if (owned != 0)
+        return owned;
     /* The completed set first: the only step that can fail (a new, empty
      * table), and then nothing has changed. */
     int rc = kb__completed_clear(&ctx->done);

@@ -384,3 +384,31 @@ def test_the_prediction_example_prints_and_writes_the_same_twice(tmp_path):
     times = [float(line.split("predicted step time ")[1].split(" ms")[0]) for line in a[0].splitlines()
              if "predicted step time" in line]
     assert times[1] > times[0]  # the slower network predicts the slower step
+
+
+def test_sim_time_outside_a_timed_spawn_is_an_error():
+    with pytest.raises(RuntimeError, match="only inside a rank of a spawn with network"):
+        kbt.sim_time()
+    seen = []
+
+    def rank_main(rank):
+        try:
+            kbt.sim_time()
+        except RuntimeError as e:
+            seen.append(str(e))
+
+    kbt.spawn(rank_main, nprocs=2)  # no network: untimed
+    assert len(seen) == 2 and all("network" in s for s in seen)
+
+
+def test_a_compute_model_returning_a_negative_time_fails_the_spawn():
+    def train(rank):
+        dist.init_process_group("gloo")
+        a = torch.randn(8, 8)
+        a @ a
+        dist.barrier()
+
+    with pytest.raises(kbthreads.SpawnException) as ei:
+        kbt.spawn(train, nprocs=2, network=kbt.Network(A, B), compute=lambda r, f, c: -1.0)
+    err = ei.value.errors[min(ei.value.errors)]
+    assert isinstance(err, ValueError) and "returned -1.0 seconds" in str(err)

@@ -490,10 +490,9 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
 
     def _table_p2p(self) -> "_Mailbox":
         tb = self._table
-        box = getattr(tb, "mailbox", None)
-        if box is None:
-            box = tb.mailbox = _Mailbox(tb)  # type: ignore[attr-defined]
-        return box
+        if tb.mailbox is None:
+            tb.mailbox = _Mailbox(tb)
+        return tb.mailbox
 
 
 def _chain(works: list[KbWork], result: Any) -> KbWork:

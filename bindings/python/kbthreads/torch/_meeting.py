@@ -159,6 +159,7 @@ class SpawnTable:
         self.failure: str | None = None  # a deadlock report, once found
         self.failure_ranks: set[int] = set()
         self.timing: Any = None  # a _simtime.Timing in a spawn with a network model
+        self.mailbox: Any = None  # its point-to-point messages (_group._Mailbox), made at the first send or recv
 
     # ---- collectives -----------------------------------------------------------
     def arrive(self, group: Any, seq: int, group_rank: int, call: Call, check: Callable, compute: Callable) -> Meeting:

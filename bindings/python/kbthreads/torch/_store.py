@@ -10,7 +10,9 @@ from typing import Any
 
 import torch.distributed as dist
 
+from .._rank import rank
 from .._suspend import yield_
+from ._meeting import Waiter
 
 
 def _b(v: Any) -> bytes:
@@ -32,9 +34,6 @@ class KbStore(dist.Store):  # type: ignore[misc]
 
         if present():
             return
-        from .._rank import rank
-        from ._meeting import Waiter
-
         tb = self._table
         if tb is None or rank() < 0:
             while not present():
