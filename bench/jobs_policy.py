@@ -37,6 +37,31 @@ CONFIGS: List[Config] = (
 # Beside a hog and side by side, the unpinned policies only (the affinity
 # modes are not what a loaded machine's user can choose between).
 LOADED_CONFIGS: List[Config] = [c for c in CONFIGS if not c[2] and c[3] is None]
+# --baseline-bindir: the default of the library built there (BENCH_BASELINE_SRC),
+# in every cell of the matrix beside the new one.
+BASELINE: Config = ("baseline", None, [], None)
+# --ablate (issue 45): the default with one of its mechanisms switched off
+# (KB_WAIT_ABLATE, read by the library of the ablation's commit), against
+# the whole default; forced modes and affinity options are left out.
+ABLATIONS = ["slots", "gather", "seat", "memory", "early", "backoff", "spin_rule", "cutoff", "bank", "degrade"]
+ABLATION_CONFIGS: List[Config] = [("no_" + a, "KB_WAIT_ABLATE=" + a, [], None) for a in ABLATIONS]
+
+
+def idle_configs(r: Runner) -> List[Config]:
+    """The configurations of the idle section (see LOADED_CONFIGS for the loaded ones)."""
+    if getattr(r.args, "ablate", False):
+        return [CONFIGS[0]] + ABLATION_CONFIGS
+    return CONFIGS + ([BASELINE] if r.baseline_bindir else [])
+
+
+def loaded_configs(r: Runner) -> List[Config]:
+    if getattr(r.args, "ablate", False):
+        return [CONFIGS[0]] + ABLATION_CONFIGS
+    return LOADED_CONFIGS + ([BASELINE] if r.baseline_bindir else [])
+
+
+def prog_dir(r: Runner, cfg: Config) -> str:
+    return r.baseline_bindir if cfg is BASELINE else r.bindir
 
 
 def usable(cfg: Config, n: int) -> bool:
@@ -67,8 +92,11 @@ def with_reps(argv: List[str], reps: int) -> List[str]:
 
 def with_policy(argv: List[str], policy: Optional[str]) -> List[str]:
     """argv run with KB_WAIT_POLICY set (through env(1): the rest of the
-    environment stays the runner's)."""
-    return ["env", "KB_WAIT_POLICY=" + policy] + argv if policy else argv
+    environment stays the runner's); a policy of the form NAME=VALUE sets
+    that variable instead (the ablation's)."""
+    if not policy:
+        return argv
+    return ["env", policy if "=" in policy else "KB_WAIT_POLICY=" + policy] + argv
 
 
 class Cells:
@@ -86,7 +114,7 @@ class Cells:
         r = self.r
         first = len(r.samples)
         impl = "policy_%s_%s" % (section, cfg)
-        rename = {k: impl for k in ("kbthreads", "kbthreads_spread", "kbthreads_py")}
+        rename = {k: impl for k in ("kbthreads", "kbthreads_spread", "kbthreads_py", "kbthreads_py_baseline")}
         rc, kbi = r.run(label, argv, preexec_fn=preexec_fn, copies=copies, deliberate=deliberate, rename=rename)
         row = self.rows.setdefault((section, bench, n, cfg), {
             "section": section, "bench": bench, "n": n, "config": cfg, "impl": impl,
@@ -112,11 +140,11 @@ def idle_section(r: Runner, cells: Cells) -> None:
             m = p.m_for(p.policy_ops, n)
             for op in ("yield", "wait"):
                 bench = "%s_w%d" % (op, work)
-                base = [r.prog("kb_bench"), op, "--n", str(n), "--m", str(m), "--reps", str(p.policy_reps),
-                        "--work", str(work)]
+                args = [op, "--n", str(n), "--m", str(m), "--reps", str(p.policy_reps), "--work", str(work)]
                 for proc in range(p.policy_processes):
-                    for cfg, policy, extra, pre in rotated([c for c in CONFIGS if usable(c, n)], proc,
-                                                          p.policy_processes):
+                    for c in rotated([c for c in idle_configs(r) if usable(c, n)], proc, p.policy_processes):
+                        cfg, policy, extra, pre = c
+                        base = [os.path.join(prog_dir(r, c), "kb_bench")] + args
                         cells.run("idle", bench, n, cfg, "policy: %s N=%d W=%d %s (%d/%d)" % (
                             op, n, work, cfg, proc + 1, p.policy_processes), with_policy(base + extra, policy),
                             preexec_fn=pre)
@@ -129,10 +157,11 @@ def hog_section(r: Runner, cells: Cells) -> None:
         for n in p.loaded_ns:
             m = p.m_for(p.policy_ops, n)
             for op in ("yield", "wait"):
-                base = [r.prog("kb_bench"), op, "--n", str(n), "--m", str(m), "--reps", str(p.policy_reps)]
+                args = [op, "--n", str(n), "--m", str(m), "--reps", str(p.policy_reps)]
                 for proc in range(p.policy_processes):
-                    for cfg, policy, _, _ in rotated([c for c in LOADED_CONFIGS if usable(c, n)], proc,
-                                                     p.policy_processes):
+                    for c in rotated([c for c in loaded_configs(r) if usable(c, n)], proc, p.policy_processes):
+                        cfg, policy, _, _ = c
+                        base = [os.path.join(prog_dir(r, c), "kb_bench")] + args
                         cells.run("hog", op, n, cfg, "policy hog: %s N=%d %s (%d/%d)" % (
                             op, n, cfg, proc + 1, p.policy_processes), with_policy(base, policy), deliberate="hog")
 
@@ -140,16 +169,26 @@ def hog_section(r: Runner, cells: Cells) -> None:
 def pair_section(r: Runner, cells: Cells) -> None:
     p = r.plan
     binding = r.python_binding()
+    base_binding = r.baseline_python()
     for n in p.loaded_ns:
         m = p.sim_m(n)
-        jobs = [("sim", "C", with_reps(sim_argv(r, r.bindir, n, m), p.policy_reps))]
-        if binding:
-            jobs.append(("sim_py", "python", with_reps(py_sim_argv(r, n, m, *binding), p.policy_reps)))
+
+        def argv_of(lang: str, c: Config) -> Optional[List[str]]:
+            if lang == "C":
+                return with_reps(sim_argv(r, prog_dir(r, c), n, m), p.policy_reps)
+            if c is BASELINE:
+                return (with_reps(py_sim_argv(r, n, m, *base_binding, impl="kbthreads_py_baseline"),
+                                  p.policy_reps) if base_binding else None)
+            return with_reps(py_sim_argv(r, n, m, *binding), p.policy_reps) if binding else None
+
         # Both print figure "sim"; the cells are told apart by name.
-        for bench, lang, argv in jobs:
+        for bench, lang in (("sim", "C"), ("sim_py", "python")):
             for proc in range(p.policy_processes):
-                for cfg, policy, _, _ in rotated([c for c in LOADED_CONFIGS if usable(c, n)], proc,
-                                                 p.policy_processes):
+                for c in rotated([c for c in loaded_configs(r) if usable(c, n)], proc, p.policy_processes):
+                    cfg, policy, _, _ = c
+                    argv = argv_of(lang, c)
+                    if argv is None:
+                        continue
                     cells.run("pair", bench, n, cfg, "policy pair: %s sim N=%d %s (%d/%d)" % (
                         lang, n, cfg, proc + 1, p.policy_processes), with_policy(argv, policy), copies=2,
                         deliberate="pair", figure="sim")

@@ -179,6 +179,27 @@ static enum policy policy_from_env(int *mode)
     return POLICY_REACTIVE;
 }
 
+/* KB_WAIT_ABLATE=name,name,...: the reactive policy's mechanisms to
+ * switch off (baton_wait_reactive.h's KB_ABLATE_*), for issue 45's
+ * ablation (bench/jobs_policy.py --ablate); unknown names are ignored. */
+static unsigned ablate_from_env(void)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"slots", KB_ABLATE_SLOTS},         {"gather", KB_ABLATE_GATHER},
+                 {"seat", KB_ABLATE_SEAT},           {"memory", KB_ABLATE_MEMORY},
+                 {"early", KB_ABLATE_EARLY},         {"backoff", KB_ABLATE_BACKOFF},
+                 {"spin_rule", KB_ABLATE_SPIN_RULE}, {"cutoff", KB_ABLATE_CUTOFF},
+                 {"bank", KB_ABLATE_BANK},           {"degrade", KB_ABLATE_DEGRADE}};
+    const char *v = getenv("KB_WAIT_ABLATE");
+    unsigned bits = 0;
+    for (size_t i = 0; v && i < sizeof names / sizeof names[0]; i++)
+        if (strstr(v, names[i].name))
+            bits |= names[i].bit;
+    return bits;
+}
+
 int kb__wait_static_mode(int nprocs, int ncpu)
 {
     if (ncpu < 2 || nprocs <= LOOK_RANKS_PER_CPU * ncpu)
@@ -264,8 +285,12 @@ static void default_affinity(struct kb_run *run, int valgrind)
     }
     int cand[KB_WAIT_MODES];
     int ncand = candidates(run->nprocs, ncpu, cand);
+    unsigned ablate = ablate_from_env();
+    if (ablate & KB_ABLATE_SEAT)
+        run->seat.cpu[0] = run->seat.cpu[1] = -1;
     kb__wait_reactive_start(run, run->nprocs, ncpu, home, cand, ncand, 0,
-                            run->ctx ? &run->ctx->wait_memory : NULL);
+                            run->ctx && !(ablate & KB_ABLATE_MEMORY) ? &run->ctx->wait_memory : NULL);
+    run->reactive.ablate = ablate;
 }
 
 void kb__wait_policy_resolve(struct kb_run *run)

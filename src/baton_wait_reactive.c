@@ -88,7 +88,7 @@ static void set_mode(struct kb_run *run, int mode)
     int gather_looks = mode == KB_WAIT_LOOK && was >= 0 && was != mode && r->nprocs > r->ncpu;
     if (run->rank_wait.watch && !had_watch)
         kb__seat_arm(run);
-    else if (!run->rank_wait.watch && (had_watch || gather_looks))
+    else if (!(r->ablate & KB_ABLATE_GATHER) && !run->rank_wait.watch && (had_watch || gather_looks))
         kb__seat_gather(run, r->gather_turn);
 }
 
@@ -102,8 +102,11 @@ static void open_window(struct kb_run *run, enum phase ph, uint64_t now, uint64_
 {
     struct kb_wait_reactive *r = &run->reactive;
     r->d0 = run->counters.driver_drains;
-    if (!r->t_start)
+    if (!r->t_start) {
         r->t_start = now ? now : 1;
+        if (r->ablate & KB_ABLATE_SLOTS)
+            r->origin = now;
+    }
     r->phase = ph;
     r->t0 = now;
     r->h0 = h;
@@ -126,7 +129,12 @@ static uint64_t slot_ns(const struct kb_wait_reactive *r)
 
 static uint64_t slot_of(const struct kb_wait_reactive *r, uint64_t now)
 {
-    return now / slot_ns(r);
+    return (now - r->origin) / slot_ns(r);
+}
+
+static uint64_t slot_start(const struct kb_wait_reactive *r, uint64_t slot)
+{
+    return r->origin + slot * slot_ns(r);
 }
 
 /* Tries may begin only in slots that are multiples of this many: the
@@ -153,14 +161,15 @@ static int due_probe(const struct kb_run *run, uint64_t at, uint64_t slot)
 {
     const struct kb_wait_reactive *r = &run->reactive;
     uint64_t allowed = at - r->t_start + r->prior_ns + try_period(r) * slot_ns(r);
-    if ((unsigned)r->nprocs > TRY_RANKS_MAX || r->probe_ns * PROBE_SHARE > allowed)
+    if (((unsigned)r->nprocs > TRY_RANKS_MAX && !(r->ablate & KB_ABLATE_CUTOFF)) ||
+        r->probe_ns * PROBE_SHARE > allowed)
         return -1;
     /* With as many ranks as CPUs a spinner holds the CPU a draining driver
      * needs: spin is tried only while rounds leave the driver out (it ran
      * no drain in home's last window). Its tries in loops that drain every
      * round lost (30-90 us per handoff) and left the looks that followed
      * in a slower placement: waits at 2 ranks, 1.4x forced look. */
-    int spin_ok = r->nprocs < r->ncpu || r->driver_out;
+    int spin_ok = r->nprocs < r->ncpu || r->driver_out || (r->ablate & KB_ABLATE_SPIN_RULE);
     int best = -1;
     for (int i = 0; i < r->ncand; i++) {
         int m = r->cand[i];
@@ -191,7 +200,7 @@ static void end_home_window(struct kb_run *run, uint64_t now, uint64_t h)
     *e = *e ? (3 * *e + per) / 4 : per;
     if (!r->est_at_choice || *e * DEGRADE_DEN < r->est_at_choice)
         r->est_at_choice = *e; /* first figure, or home got faster */
-    else if (*e * DEGRADE_DEN > r->est_at_choice * DEGRADE_NUM) {
+    else if (*e * DEGRADE_DEN > r->est_at_choice * DEGRADE_NUM && !(r->ablate & KB_ABLATE_DEGRADE)) {
         r->est_at_choice = *e; /* home got slower: the load changed, try the others again */
         retry_soon(r, slot_of(r, now));
     }
@@ -214,9 +223,9 @@ static void home_boundary(struct kb_run *run, uint64_t now, uint64_t h)
         /* (The first try of a shape takes the next slot: learning starts
          * as soon as home has a figure.) */
         uint64_t p = r->probe_ns ? try_period(r) : 1, next = (slot_of(r, now) / p + 1) * p;
-        if (due_probe(run, next * slot_ns(r), next) < 0)
+        if (due_probe(run, slot_start(r, next), next) < 0)
             return;
-        r->try_at = next * slot_ns(r);
+        r->try_at = slot_start(r, next);
     }
     if (now < r->try_at) {
         /* Every round once the slot is within a window of home's (so the
@@ -246,7 +255,8 @@ static void probe_round(struct kb_run *run, uint64_t now, uint64_t h)
     struct kb_wait_reactive *r = &run->reactive;
     uint64_t dh = h - r->h0, dt = now - r->t0;
     uint64_t home_ns = r->est[r->home];
-    int losing = dh >= MIN_JUDGE_HANDOFFS && dt > (uint64_t)ABORT_FACTOR * dh * home_ns;
+    int losing = dh >= MIN_JUDGE_HANDOFFS && dt > (uint64_t)ABORT_FACTOR * dh * home_ns &&
+                 !(r->ablate & KB_ABLATE_EARLY);
     if (dh < PROBE_HANDOFFS && !losing)
         return; /* looked at again next round */
     uint64_t per = dt / dh;
@@ -267,8 +277,11 @@ static void probe_round(struct kb_run *run, uint64_t now, uint64_t h)
          * process gathered there too: the next gathering takes the next
          * turn (rank_seat.c), and the first GATHER_TURNS_FREE turns are
          * tried at the next slot, where such a process tries again too. */
-        if (m == KB_WAIT_LOOK && r->nprocs > r->ncpu && ++r->gather_turn <= GATHER_TURNS_FREE)
+        if (m == KB_WAIT_LOOK && r->nprocs > r->ncpu && !(r->ablate & KB_ABLATE_GATHER) &&
+            ++r->gather_turn <= GATHER_TURNS_FREE)
             b = r->backoff[m];
+        if (r->ablate & KB_ABLATE_BACKOFF)
+            b = 1;
         r->backoff[m] = (unsigned)(b > most ? most : b);
         r->next_probe[m] = slot_of(r, now) + r->backoff[m];
         set_mode(run, r->home);
@@ -416,7 +429,7 @@ void kb__wait_reactive_pause_at(struct kb_run *run, uint64_t now)
         return;
     uint64_t h = run->counters.handoffs;
     r->t_last = now;
-    if (r->phase == PH_HOME && h > r->h0) {
+    if (r->phase == PH_HOME && h > r->h0 && !(r->ablate & KB_ABLATE_BANK)) {
         r->bank_ns += now - r->t0;
         r->bank_h += h - r->h0;
         r->h0 = h; /* banked: a second pause before the restart adds nothing */

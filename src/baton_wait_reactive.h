@@ -82,7 +82,22 @@ struct kb_wait_reactive {
     uint64_t est_at_choice;             /* est[home] when home was last chosen or confirmed */
     unsigned gather_turn;               /* kb__seat_gather's turn: tries of a gathered look that lost */
     uint64_t switches, probes;
+    /* KB_WAIT_ABLATE (issue 45's ablation, a measuring aid): mechanisms
+     * switched off, KB_ABLATE_* bits (baton_wait_policy.c reads them). */
+    unsigned ablate;
+    uint64_t origin; /* KB_ABLATE_SLOTS: slots count from the run's first window, not from 0 */
 };
+
+#define KB_ABLATE_SLOTS     0x001u /* tries at slots of the process's own clock origin, not shared ones */
+#define KB_ABLATE_GATHER    0x002u /* looks after nudges (or after a try) are not gathered on one CPU */
+#define KB_ABLATE_SEAT      0x004u /* no seating (and so no gathering) */
+#define KB_ABLATE_MEMORY    0x008u /* a ctx remembers nothing between spawns */
+#define KB_ABLATE_EARLY     0x010u /* a losing try is not judged early */
+#define KB_ABLATE_BACKOFF   0x020u /* a mode that lost is tried again at the next slot */
+#define KB_ABLATE_SPIN_RULE 0x040u /* spin tried at n = c whether or not the driver drains */
+#define KB_ABLATE_CUTOFF    0x080u /* tries at any rank count */
+#define KB_ABLATE_BANK      0x100u /* a timed join's pause drops home's partial window */
+#define KB_ABLATE_DEGRADE   0x200u /* home growing slower does not bring the tries back */
 
 /* Driver, at resolution: start steering the run of nprocs ranks on ncpu
  * CPUs from mode home with the given candidates (the reactive policy), or
