@@ -31,6 +31,9 @@ import importlib.util
 import os
 import struct
 import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 from . import elf, rank_frames
 from .locate import gdb_extension_paths
@@ -39,17 +42,18 @@ EXIT_ERROR, EXIT_USAGE, EXIT_CHANGING = 1, 2, 3
 
 
 class DumpError(Exception):
-    def __init__(self, message, code=EXIT_ERROR):
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
         Exception.__init__(self, message)
         self.code = code
 
 
-def load_layout_module():
+def load_layout_module() -> ModuleType:
     """gdb/kbthreads_gdb.py, imported without gdb, from where
     locate.gdb_extension_paths says it is."""
     for path in gdb_extension_paths():
         if os.path.exists(path):
             spec = importlib.util.spec_from_file_location("kbthreads_gdb", path)
+            assert spec is not None and spec.loader is not None  # a .py file's
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             return module
@@ -57,25 +61,25 @@ def load_layout_module():
                     % os.path.dirname(os.path.abspath(__file__)))
 
 
-def proc_path(pid, *parts):
+def proc_path(pid: int, *parts: str) -> str:
     return os.path.join("/proc", str(pid), *parts)
 
 
-def permission_error(pid, what):
+def permission_error(pid: int, what: str) -> DumpError:
     return DumpError("kbthreads-dump: permission denied reading %s of process %d: run it as the process's "
                      "user, or as root when ptrace is restricted (/proc/sys/kernel/yama/ptrace_scope)"
                      % (what, pid))
 
 
-def read_maps(pid):
+def read_maps(pid: int) -> list[tuple[int, int, str]]:
     """[(start, file offset, path)] of the file mappings of pid."""
     try:
         with open(proc_path(pid, "maps")) as f:
             lines = f.read().splitlines()
     except FileNotFoundError:
-        raise DumpError("kbthreads-dump: no process with PID %d" % pid)
+        raise DumpError("kbthreads-dump: no process with PID %d" % pid) from None
     except PermissionError:
-        raise permission_error(pid, "the memory map")
+        raise permission_error(pid, "the memory map") from None
     out = []
     for line in lines:
         fields = line.split(None, 5)
@@ -85,24 +89,25 @@ def read_maps(pid):
     return out
 
 
-def descriptor_in_file(path):
+def descriptor_in_file(path: str) -> tuple[int, tuple[int, int], bool] | None:
     """(address of the .kb_debug section relative to the load bias, lowest
     PT_LOAD (vaddr, file offset), whether it is position-independent), or
     None when the file is not an ELF64 file with a loaded .kb_debug section
     and a PT_LOAD."""
     f = elf.read_elf(path)
     section = f.section(b".kb_debug") if f else None
-    if section is None or not section.addr or not f.loads:
+    if f is None or section is None or not section.addr or not f.loads:
         return None
     return section.addr, f.loads[0], f.position_independent
 
 
-def find_descriptors(pid):
+def find_descriptors(pid: int) -> list[tuple[int, str]]:
     """[(runtime address of kb_debug_offsets, path)] for each mapped file
     that carries a descriptor (the shared library, or the program when it is
     linked with the static library)."""
     maps = read_maps(pid)
-    out, seen = [], set()
+    out: list[tuple[int, str]] = []
+    seen: set[str] = set()
     for _, _, path in maps:
         if path in seen:
             continue
@@ -123,34 +128,35 @@ def find_descriptors(pid):
     return out
 
 
-class Memory(object):
+class Memory:
     """The process's memory, through /proc/PID/mem."""
 
-    def __init__(self, pid, kb):
+    def __init__(self, pid: int, kb: ModuleType) -> None:
         self.pid, self.kb = pid, kb
         try:
             self.fd = os.open(proc_path(pid, "mem"), os.O_RDONLY)
         except FileNotFoundError:
-            raise DumpError("kbthreads-dump: process %d exited" % pid)
+            raise DumpError("kbthreads-dump: process %d exited" % pid) from None
         except PermissionError:
-            raise permission_error(pid, "the memory")
+            raise permission_error(pid, "the memory") from None
 
-    def read(self, addr, n):
+    def read(self, addr: int, n: int) -> bytes:
         try:
             data = os.pread(self.fd, n, addr)
         except OSError as e:
             if not os.path.exists(proc_path(self.pid)):
-                raise DumpError("kbthreads-dump: process %d exited while it was read" % self.pid)
-            raise self.kb.KbError("kb: cannot read %d bytes at 0x%x: %s" % (n, addr, e.strerror))
+                raise DumpError("kbthreads-dump: process %d exited while it was read" % self.pid) from None
+            raise self.kb.KbError("kb: cannot read %d bytes at 0x%x: %s" % (n, addr, e.strerror)) from e
         if len(data) != n:
             raise self.kb.KbError("kb: cannot read %d bytes at 0x%x" % (n, addr))
         return data
 
-    def u32(self, addr):
-        return struct.unpack("<I", self.read(addr, 4))[0]
+    def u32(self, addr: int) -> int:
+        value: int = struct.unpack("<I", self.read(addr, 4))[0]
+        return value
 
 
-def thread_name(pid, tid):
+def thread_name(pid: int, tid: int) -> str | None:
     """The thread's name, or None when pid has no such thread."""
     try:
         with open(proc_path(pid, "task", str(tid), "comm")) as f:
@@ -159,7 +165,7 @@ def thread_name(pid, tid):
         return None
 
 
-def test_sync():
+def test_sync() -> None:
     """A seam for the tests (tests/debug/dump_test.py): with
     KBTHREADS_DUMP_TEST_SYNC=RFD,WFD, after reading the runs and before
     checking that they held still, write one byte to WFD and wait for one on
@@ -171,13 +177,14 @@ def test_sync():
         os.read(rfd, 1)
 
 
-def snapshot(mem, kb, head, gen_addr, reader, retries):
+def snapshot(mem: Memory, kb: ModuleType, head: int, gen_addr: int, reader: Any, retries: int) -> tuple[list[Any], list[Any]]:
     """The runs of one registry, read until the registry held still while
     they were read: (runs, [runs whose baton moved meanwhile])."""
     tries = 0
     while True:
         gen0 = mem.u32(gen_addr)  # a ck_sequence_t (src/registry.c)
-        runs, problem = None, None
+        runs: list[Any] = []
+        problem: Exception | None = None
         if gen0 % 2 == 0:
             try:
                 runs = reader.runs(head)
@@ -198,27 +205,28 @@ def snapshot(mem, kb, head, gen_addr, reader, retries):
         tries += 1
 
 
-def moved_since(mem, kb, reader, r):
+def moved_since(mem: Memory, kb: ModuleType, reader: Any, r: Any) -> bool:
     """The baton changed hands since the run was read."""
     try:
         now = reader.struct("run", r.addr)
     except kb.KbError:
         return True
-    return now.get("holder") != r.run.get("holder") or now.get("handoffs") != r.run.get("handoffs")
+    return bool(now.get("holder") != r.run.get("holder") or now.get("handoffs") != r.run.get("handoffs"))
 
 
-def rank_lines(pid, kb, r):
+def rank_lines(pid: int, kb: ModuleType, r: Any) -> list[str]:
     """The rank table, in the gdb extension's words (kb_rank_table), without
     its gdb thread column: a rank's thread is found by its LWP in /proc."""
 
-    def find_thread(tid, _handle):
+    def find_thread(tid: int, _handle: Any) -> Any:
         name = thread_name(pid, tid) if tid else None
         return None if name is None else kb.KbRankThread(tid, name, None, False)
 
-    return kb.kb_rank_table(r, find_thread, False)
+    table: list[str] = kb.kb_rank_table(r, find_thread, False)
+    return table
 
 
-def baton_text(pid, kb, r):
+def baton_text(pid: int, kb: ModuleType, r: Any) -> str:
     if r.holder == kb.KB_DRIVER:
         tid = r.run.get("driver_tid")
         if kb.kb_driver_idle(r):
@@ -229,7 +237,12 @@ def baton_text(pid, kb, r):
     return "? (holder %d)" % r.holder
 
 
-def python_stacks(pid, kb, runs, max_frames, ask=None):
+Ask = Callable[[list[int], int], dict[int, list[str]]]  # (tids, max_frames) -> each tid's stack lines
+
+
+def python_stacks(
+    pid: int, kb: ModuleType, runs: list[Any], max_frames: int, ask: Ask | None = None
+) -> tuple[dict[tuple[int, int], list[str]], str | None]:
     """({(run address, rank): the lines of its Python stack}, a note or None)
     for every rank of runs whose thread lives, asked of the process
     (rank_frames.ask) or of ask(tids, max_frames) (kbthreads.dump() in the
@@ -242,8 +255,11 @@ def python_stacks(pid, kb, runs, max_frames, ask=None):
             return {}, None
         if reason is not None:
             return {}, "Python stacks: not read (%s)" % reason
-        ask = lambda tids, n: rank_frames.ask(pid, tids, n)  # noqa: E731
-    who = {}
+
+        def ask(tids: list[int], n: int) -> dict[int, list[str]]:
+            return rank_frames.ask(pid, tids, n)
+
+    who: dict[tuple[int, int], int] = {}
     for r in runs:
         for i in range(r.nprocs):
             tid, _ = r.thread_ids(i)
@@ -254,7 +270,9 @@ def python_stacks(pid, kb, runs, max_frames, ask=None):
     return {key: answers.get(tid, []) for key, tid in who.items()}, None
 
 
-def dump(pid, retries, max_frames=20, ask=None, ctx_address=None):
+def dump(
+    pid: int, retries: int, max_frames: int = 20, ask: Ask | None = None, ctx_address: int | None = None
+) -> list[str]:
     """The lines kbthreads-dump prints for pid: every live run (of the ctx at
     ctx_address only, when given), each rank's Python stack under its row
     (python_stacks)."""
@@ -265,18 +283,18 @@ def dump(pid, retries, max_frames=20, ask=None, ctx_address=None):
         raise DumpError("kbthreads-dump: process %d (%s) does not use libkbthreads (no debug descriptor in "
                         "its mapped files)" % (pid, name))
     mem = Memory(pid, kb)
-    read = []
+    read: list[tuple[str, tuple[list[Any], list[Any]]]] = []
     for addr, path in descriptors:
         try:
             layout, head, gen_addr = kb.kb_parse_descriptor(mem.read, addr)
         except kb.KbError as e:
-            raise DumpError("kbthreads-dump: %s: %s" % (path, str(e).replace("kb: ", "", 1)))
+            raise DumpError("kbthreads-dump: %s: %s" % (path, str(e).replace("kb: ", "", 1))) from e
         runs, moved = snapshot(mem, kb, head, gen_addr, kb.KbReader(mem.read, layout), retries)
         if ctx_address is not None:
             runs = [r for r in runs if r.run.get("ctx") == ctx_address]
         read.append((path, (runs, moved)))
     stacks, note = python_stacks(pid, kb, [r for _, (runs, _) in read for r in runs], max_frames, ask)
-    out = []
+    out: list[str] = []
     for path, (runs, moved) in read:
         out.append("process %d (%s): libkbthreads %s" % (pid, name, path))
         if note:

@@ -85,7 +85,9 @@ def embedded_gdb_script(path: str) -> str | None:
     """The text of the first inlined script in the file's .debug_gdb_scripts
     section (the kb commands, in libkbthreads), or None."""
     elf = read_elf(path)
-    section = elf.section(b".debug_gdb_scripts") if elf else None
+    if elf is None:
+        return None
+    section = elf.section(b".debug_gdb_scripts")
     if section is None:
         return None
     try:

@@ -21,6 +21,7 @@ import platform
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 
 STALL_SIGNAL = signal.SIGRTMIN + 3  # KB_STALL_SIGNAL (include/kbthreads.h)
 SI_QUEUE = -1
@@ -77,7 +78,7 @@ def why_not(pid: int) -> str | None:
     return None
 
 
-def _sender():
+def _sender() -> Callable[[int, int, _SigInfo], int] | None:
     nr = _SYSCALLS.get(platform.machine())
     if nr is None:
         return None

@@ -6,7 +6,6 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-
 INT_MAX = 2**31 - 1  # the library's nprocs is a C int
 
 
@@ -37,7 +36,7 @@ def _size_arg(v: Any, what: str) -> int:
     return n
 
 
-def _args_arg(args: Any) -> tuple:
+def _args_arg(args: Any) -> tuple[Any, ...]:
     """The positional arguments after the rank: any iterable, as fn(rank, *args) takes it."""
     if isinstance(args, (str, bytes)):
         raise TypeError(f"spawn: args must be a tuple (or another iterable of arguments), not {type(args).__name__}")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import inspect
 import itertools
 import threading
-from typing import Any, Callable, Literal, TextIO, overload
+from collections.abc import Callable
+from typing import Any, Literal, TextIO, overload
 
 from ._args import _size_arg
 from ._containers import CompletedSet, PendingCollectives, PendingWaits
@@ -60,11 +61,12 @@ class Context:
     """
 
     def __init__(self, engine: Any = None, distributed: Any = None, *, stack_size: int = 0):
-        self._h2id: dict = {}  # the handle tables (_accel.c: handle_id)
-        self._id2h: dict = {}
-        self._metas: dict = {}  # collective meta token -> meta
+        self._h2id: dict[Any, int] = {}  # the handle tables (_accel.c: handle_id)
+        self._id2h: dict[int, Any] = {}
+        self._metas: dict[int, Any] = {}  # collective meta token -> meta
         self._meta_tokens = itertools.count(1)
-        self._stash: dict = {}  # code -> (exception, handle, origin) of a failed engine wait
+        # code -> (exception, handle, origin) of a failed engine wait
+        self._stash: dict[int, tuple[BaseException, Any, int]] = {}
         self._run: _Run | None = None
         self._starting: _Run | None = None
         self.last_stats: SpawnStats | None = None
@@ -92,19 +94,19 @@ class Context:
             # ctx.wait is then the C method itself, no Python frame (a
             # subclass that overrides wait keeps its own).
             self.wait = self._core.wait  # type: ignore[method-assign]
-        self._distributed = None
+        self._distributed: Any = None
         self.distributed = distributed
         self.multiprocessing = MultiprocessingNamespace(self)
 
-    def _guard(self, blocking: bool = False) -> "_Guard":
+    def _guard(self, blocking: bool = False) -> _Guard:
         return _Guard(self, blocking)
 
     # ---- handles ---------------------------------------------------------------
-    def _id(self, h) -> int:
+    def _id(self, h: Any) -> int:
         """The id of handle h (a new one for a handle never seen)."""
         return self._core.id(h)
 
-    def _handle(self, i: int):
+    def _handle(self, i: int) -> Any:
         return self._core.handle(i)
 
     def _prune_metas(self) -> None:
@@ -131,11 +133,11 @@ class Context:
         return self.__colls
 
     @property
-    def distributed(self):
+    def distributed(self) -> Any:
         return self._distributed
 
     @distributed.setter
-    def distributed(self, d) -> None:
+    def distributed(self, d: Any) -> None:
         self._distributed = d
         self._adopt_backend()
 
@@ -148,7 +150,7 @@ class Context:
             return
         for entry in list(cur or ()):
             self.__colls.append(entry)
-        setattr(backend, "_pending_collective_handles", self.__colls)
+        backend._pending_collective_handles = self.__colls
 
     @property
     def engine(self) -> Any:
@@ -164,7 +166,7 @@ class Context:
         self.__engine = engine
         self._engine_takes_meta = _takes_meta(getattr(engine, "wait", None))
 
-    def collective(self, h, meta: Any = None, sip_id: int | None = None) -> None:
+    def collective(self, h: Any, meta: Any = None, sip_id: int | None = None) -> None:
         """A rank submits collective h and waits until a drain completed it.
 
         Appends ``(h, sip_id, meta)`` to ``pending_collectives`` (sip_id
@@ -183,7 +185,7 @@ class Context:
         self.__colls.append((h, r if sip_id is None else sip_id, meta))
         self.wait_completed(h)
 
-    def wait_completed(self, h) -> None:
+    def wait_completed(self, h: Any) -> None:
         """In a rank: suspend (yield round after round) until a drain has
         completed h, without queueing it; returns at once if it is. For a
         rank waiting on a collective that another rank submits. Raises
@@ -192,7 +194,7 @@ class Context:
         while h not in completed:
             yield_()
 
-    def wait(self, h, _meta=None) -> None:
+    def wait(self, h: Any, _meta: Any = None) -> None:
         """Wait until h is completed (see the class doc). In a rank raises
         SystemExit when the rank is being cancelled; on the driver side
         raises what the engine's wait raised. ``_meta`` is what the drain
@@ -257,20 +259,20 @@ class Context:
 
     # ---- spawning ----------------------------------------------------------------
     @overload
-    def spawn(self, fn: Callable[..., object], args: tuple = (), nprocs: int = 1, join: Literal[True] = True) -> None: ...
+    def spawn(self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: Literal[True] = True) -> None: ...
 
     @overload
-    def spawn(self, fn: Callable[..., object], args: tuple, nprocs: int, join: Literal[False]) -> ProcessContext: ...
+    def spawn(self, fn: Callable[..., object], args: tuple[Any, ...], nprocs: int, join: Literal[False]) -> ProcessContext: ...
 
     @overload
     def spawn(
-        self, fn: Callable[..., object], args: tuple = (), nprocs: int = 1, *, join: Literal[False]
+        self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, *, join: Literal[False]
     ) -> ProcessContext: ...
 
     @overload
-    def spawn(self, fn: Callable[..., object], args: tuple = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None: ...
+    def spawn(self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None: ...
 
-    def spawn(self, fn: Callable[..., object], args: tuple = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None:
+    def spawn(self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None:
         """See MultiprocessingNamespace.spawn."""
         if not join:  # any falsy value, as torch.multiprocessing.spawn tests it
             return ProcessContext(start(self, fn, args, nprocs))
@@ -318,7 +320,7 @@ class Context:
             if rc != 0:
                 raise KbError(rc, "kb_ctx_destroy")
 
-    def __del__(self):
+    def __del__(self) -> None:
         core = getattr(self, "_core", None)
         if core is None or not core.alive():
             return
@@ -331,7 +333,8 @@ class Context:
             except Exception:
                 pass
         else:
-            def later(run=run, core=core):  # core: the kb_ctx's engine self, alive until then
+            # core: the kb_ctx's engine self, alive until then
+            def later(run: _Run | None = run, core: _accel.Core = core) -> None:
                 if run is not None:
                     run.cancel()
                 core.destroy()
@@ -349,7 +352,7 @@ class MultiprocessingNamespace:
             raise TypeError("kbthreads: the spawn namespace needs a kbthreads.Context")
         self._ctx = ctx
 
-    def spawn(self, fn: Callable[..., object], args: tuple = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None:
+    def spawn(self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None:
         """Run ``fn(rank, *args)`` for ranks 0..nprocs-1, each on its own thread,
         one at a time in round-robin order, draining the pending queues after
         every round.

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import atexit
 import threading
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from ._context import Context
 from ._driving import _may_drive, _run_deferred
 from ._run import _live_runs
 from ._spawn import ProcessContext
-
 
 _default: Context | None = None
 _default_lock = threading.Lock()
@@ -27,7 +27,7 @@ def default_context() -> Context:
         return _default
 
 
-def spawn(fn: Callable[..., object], args: tuple = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None:
+def spawn(fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None:
     """``default_context().multiprocessing.spawn(fn, args, nprocs, join)``."""
     return default_context().spawn(fn, args, nprocs, join)
 

@@ -5,7 +5,8 @@ deferred until then."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
 
 from ._errors import KbError
 from ._loader import accel
@@ -52,7 +53,7 @@ class _Guard:
 
     __slots__ = ("ctx", "blocking", "held")
 
-    def __init__(self, ctx: "Context", blocking: bool):
+    def __init__(self, ctx: Context, blocking: bool):
         self.ctx = ctx
         self.blocking = blocking
         self.held = False
@@ -64,7 +65,7 @@ class _Guard:
             raise KbError(accel.KB_EBUSY, "the context is in use by another thread")
         self.held = True
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         if self.held:
             self.held = False
             self.ctx._lock.release()

@@ -23,6 +23,8 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from ._loader import accel as _accel
@@ -37,12 +39,12 @@ _SOURCE_TOOLS = os.path.normpath(os.path.join(os.path.realpath(_PACKAGE), "..", 
                                               "kbthreads_tools"))
 
 
-def _stack_lines(frame, max_frames: int, own: bool) -> list[str]:
+def _stack_lines(frame: FrameType, max_frames: int, own: bool) -> list[str]:
     """A frame's stack in the words of the C frames writer (_accel_frames.c):
     innermost last, the innermost max_frames (0: all). own: the calling
     thread's, whose stack goes on into dump() (through Context.dump,
     maybe), which is not the rank's: cut there."""
-    summary = traceback.extract_stack(frame)
+    summary: list[traceback.FrameSummary] = traceback.extract_stack(frame)
     if own:
         for i, f in enumerate(summary):
             if os.path.abspath(f.filename) == _THIS:
@@ -62,10 +64,10 @@ def _stack_lines(frame, max_frames: int, own: bool) -> list[str]:
 
 def _ask(tids: list[int], max_frames: int) -> dict[int, list[str]]:
     """What rank_frames.ask answers for another process, for this one."""
-    ident_of = {t.native_id: t.ident for t in threading.enumerate() if t.native_id is not None}
+    ident_of = {t.native_id: t.ident for t in threading.enumerate() if t.native_id is not None and t.ident is not None}
     frames = sys._current_frames()
     me = threading.get_native_id()
-    out = {}
+    out: dict[int, list[str]] = {}
     for tid in tids:
         frame = frames.get(ident_of.get(tid, -1))
         out[tid] = _stack_lines(frame, max_frames, tid == me) if frame is not None else \
@@ -73,7 +75,7 @@ def _ask(tids: list[int], max_frames: int) -> dict[int, list[str]]:
     return out
 
 
-def dump(file: TextIO | None = None, *, python_frames: int = 20, _ctx: "Context | None" = None) -> None:
+def dump(file: TextIO | None = None, *, python_frames: int = 20, _ctx: Context | None = None) -> None:
     """Write every live spawn of this process (or of _ctx only), as
     kbthreads-dump PID does, with each live rank's Python stack (its
     innermost python_frames frames; 0: none) under its row, to file
@@ -87,18 +89,18 @@ def dump(file: TextIO | None = None, *, python_frames: int = 20, _ctx: "Context 
         out.flush()
         return
     ctx_address = None if _ctx is None else _ctx._core.address()
-    lines = tool.dump(os.getpid(), 20, python_frames, ask=_ask, ctx_address=ctx_address)
+    lines = tool(os.getpid(), 20, python_frames, ask=_ask, ctx_address=ctx_address)
     out.write("\n".join(lines) + "\n")
     out.flush()
 
 
-def _tools_dump():
-    """kbthreads_tools.dump: importable, or the source tree's (loaded as
+def _tools_dump() -> tuple[Callable[..., list[str]] | None, str | None]:
+    """kbthreads_tools.dump.dump: importable, or the source tree's (loaded as
     the package kbthreads_tools); else (None, why)."""
     try:
         from kbthreads_tools import dump as tool
 
-        return tool, None
+        return tool.dump, None
     except ImportError as e:
         why = str(e)
     init = os.path.join(_SOURCE_TOOLS, "__init__.py")
@@ -115,10 +117,10 @@ def _tools_dump():
     except Exception as e:  # pragma: no cover - a broken source tree
         sys.modules.pop("kbthreads_tools", None)
         return None, f"{_SOURCE_TOOLS}: {e}"
-    return tool, None
+    return tool.dump, None
 
 
-def _library_dump(why: str | None, ctx: "Context | None") -> str:
+def _library_dump(why: str | None, ctx: Context | None) -> str:
     """The library's own table of every live spawn's ranks (kb_ctx_dump),
     with each rank's Python stack, when kbthreads_tools is nowhere."""
     from ._run import _live_runs

@@ -58,7 +58,7 @@ def grace_ms() -> int:
     return int(s * 1000)
 
 
-def begin(run: "_Run") -> bool:
+def begin(run: _Run) -> bool:
     """Take Ctrl-C over while this thread joins or frees run's spawn; False
     when it is not this thread's to take (not the main thread, a SIGINT
     handler of the program's, the spawn already freed). A KeyboardInterrupt

@@ -13,6 +13,7 @@ import importlib.machinery
 import importlib.util
 import os
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 ABI_MAJOR = 0  # the SONAME's major version this binding is written for
 
@@ -40,7 +41,7 @@ def _load_accel() -> ModuleType:
             )
     if path is None:
         try:
-            from . import _accel  # type: ignore[attr-defined]
+            from . import _accel
         except ImportError as e:
             raise ImportError(
                 "kbthreads: the package's compiled part kbthreads._accel is missing "
@@ -59,7 +60,12 @@ def _load_accel() -> ModuleType:
     return mod
 
 
-accel = _load_accel()
+if TYPE_CHECKING:
+    from . import _accel  # mypy reads its stub, _accel.pyi
+
+    accel = _accel
+else:
+    accel = _load_accel()
 
 
 def version() -> str:

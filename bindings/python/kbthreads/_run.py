@@ -8,7 +8,8 @@ import sys
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import _interrupt, _stats
 from ._driving import _run_deferred
@@ -34,11 +35,11 @@ def _is_greenlet_exit(e: BaseException) -> bool:
 
 
 
-_live_runs: "weakref.WeakSet[_Run]" = weakref.WeakSet()
+_live_runs: weakref.WeakSet[_Run] = weakref.WeakSet()
 
 
 class _Run:
-    def __init__(self, ctx: "Context", fn: Callable, args: tuple, nprocs: int):
+    def __init__(self, ctx: Context, fn: Callable[..., object], args: tuple[Any, ...], nprocs: int):
         self.ctx = ctx
         self.fn = fn
         self.args = args
@@ -197,7 +198,7 @@ class _Run:
         return True
 
 
-def spawn_error(ctx: Context, run: _Run, report: tuple) -> tuple[BaseException, BaseException | None]:
+def spawn_error(ctx: Context, run: _Run, report: _accel.Report) -> tuple[BaseException, BaseException | None]:
     """The exception a failed spawn raises, and its __cause__, from
     _accel.join's report (code, message, ranks, drain_code, drain_handle,
     live, turn)."""

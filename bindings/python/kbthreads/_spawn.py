@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
+from . import _frames, _stats
 from ._args import _args_arg, _nprocs_arg, _timeout_arg
 from ._driving import _defer, _in_hook, _may_drive, _run_deferred
-from . import _frames, _stats
-from ._stats import SpawnStats
 from ._errors import KbError, SpawnDiverged
 from ._loader import accel as _accel
 from ._rank import Rank
 from ._run import _live_runs, _Run
+from ._stats import SpawnStats
 
 if TYPE_CHECKING:
     from ._context import Context
@@ -87,14 +88,14 @@ class ProcessContext:
         if run.raw_error is not None:  # e.g. KeyboardInterrupt in the barrier reset
             raise run.raw_error
 
-    def __enter__(self) -> "ProcessContext":
+    def __enter__(self) -> ProcessContext:
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         run = getattr(self, "_run", None)
         if run is None or run.done or run.joining:
             return
@@ -104,6 +105,7 @@ class ProcessContext:
             f"unclosed {self!r}: its unfinished ranks are cancelled without running further "
             "(join() or close() it)",
             ResourceWarning,
+            stacklevel=1,  # (a finalizer: no caller's line to point at)
             source=self,
         )
         if _may_drive():
@@ -116,7 +118,7 @@ class ProcessContext:
         return f"<kbthreads.ProcessContext nprocs={self._run.nprocs} {state}>"
 
 
-def start(ctx: Context, fn: Callable, args: tuple, nprocs: int) -> _Run:
+def start(ctx: Context, fn: Callable[..., object], args: tuple[Any, ...], nprocs: int) -> _Run:
     """kb_start on ctx: the ranks exist and are bound, none has run."""
     if not callable(fn):
         raise TypeError(f"spawn: fn must be callable, not {type(fn).__name__}")

@@ -3,7 +3,7 @@
 SystemExit when the rank is being cancelled, RuntimeError outside a rank."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ._loader import accel
 

@@ -10,13 +10,14 @@ import re
 import shutil
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from types import FrameType
+from typing import TextIO
 
 from .exploration import explore
 from .merge import merge
 from .results import EXIT_USAGE, prepare_out
 from .runner import LIVE_GROUPS, Runner
-
 
 DESCRIPTION = """\
 Run COMMAND (a program that links libkbthreads, in C or Python) once in
@@ -79,7 +80,7 @@ def positive_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {v}")
     return v
@@ -89,7 +90,7 @@ def positive_float(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not v > 0 or math.isinf(v):
         raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
     return v
@@ -199,7 +200,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         prog = os.path.basename(sys.argv[0])  # kbthreads-explore, as pip's console script
     argv = list(sys.argv[1:] if argv is None else argv)
 
-    def say(line: str, to=sys.stdout) -> None:
+    def say(line: str, to: TextIO = sys.stdout) -> None:
         print(f"{prog}: {line}" if not line.startswith("  ") else line, file=to, flush=True)
 
     def complain(line: str) -> None:
@@ -234,7 +235,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             parser.exit(EXIT_USAGE, f"{prog}: {why}\n")
         action = explore
 
-    def stop(n: int, frame) -> None:
+    def stop(n: int, frame: FrameType | None) -> None:
         # Kill every run's process group, then leave at once: worker threads
         # blocked in wait() would otherwise hold the exit up.
         for pid in list(LIVE_GROUPS):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from typing import Any
 
 from .results import RESULT_FILE
 from .schedule_file import Section
-
 
 # Coverage keeps the orders of the first COVERAGE_ROUNDS rounds of each
 # spawn, ORDERS_CAP at most per round index, so its memory and the result
@@ -51,7 +51,7 @@ class Coverage:
                 if len(seen) < ORDERS_CAP:
                     seen.setdefault(order_key(order), (number, len(order)))
 
-    def take_orders(self, saved: list[dict], upto: int) -> None:
+    def take_orders(self, saved: list[dict[str, Any]], upto: int) -> None:
         """A shard's saved orders that runs up to `upto` took first."""
         for entry in saved:
             seen = self.first.setdefault((entry["spawn"] - 1, entry["round"] - 1), {})
@@ -59,7 +59,7 @@ class Coverage:
                 if number <= upto and (key in seen or len(seen) < ORDERS_CAP):
                     seen[key] = min(seen.get(key, (number, ranks)), (number, ranks))
 
-    def rounds(self) -> list[dict]:
+    def rounds(self) -> list[dict[str, Any]]:
         rows = []
         for (si, ri), seen in sorted(self.first.items()):
             if seen:
@@ -68,7 +68,7 @@ class Coverage:
                              "capped": len(seen) >= ORDERS_CAP and exist > ORDERS_CAP})
         return rows
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"distinct_schedules": len(self.schedules), "runs_in_a_row_with_nothing_new": self.stale,
                 "rounds": self.rounds(),
                 "orders": [{"spawn": si + 1, "round": ri + 1, "first": {k: list(v) for k, v in seen.items()}}

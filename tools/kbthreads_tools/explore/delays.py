@@ -18,7 +18,7 @@ each schedule once.
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from .schedule_file import Section
 

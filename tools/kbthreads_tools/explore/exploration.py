@@ -7,12 +7,23 @@ import argparse
 import math
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from .coverage import Coverage, orders_of
 from .levels import levels_json, run_levels
-from .report import baseline_line, finish_failure, plural, report
-from .results import EXIT_FOUND, EXIT_NONE_FOUND, EXIT_USAGE, RESULT_FILE, RESULT_FORMAT, Options, no_failure_status, write_json
+from .report import baseline_line, finish_failure, report
+from .results import (
+    EXIT_FOUND,
+    EXIT_NONE_FOUND,
+    EXIT_USAGE,
+    RESULT_FILE,
+    RESULT_FORMAT,
+    Options,
+    no_failure_status,
+    plural,
+    write_json,
+)
 from .runner import Runner
 from .runs import Committer, Explored, default_jobs, run_all
 from .schedule_file import Section, read_schedule, schedule_digest
@@ -70,7 +81,7 @@ def plan_runs(args: argparse.Namespace, baseline: list[Section], complain: Calla
 
 
 def result_json(args: argparse.Namespace, opts: Options, baseline: list[Section], plan: list[Planned],
-                explored: Explored) -> dict:
+                explored: Explored) -> dict[str, Any]:
     """DIR/result.json's content (what merge reads back)."""
     failing = explored.failure
     recording = None

@@ -21,8 +21,9 @@ have, and applies --runs, --until-stale and the shards' time budgets.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any
 
 from .coverage import Coverage
 from .delays import Delays, env_value, extensions
@@ -40,14 +41,14 @@ class Level:
     ran: int = 0  # of them, the runs committed
     not_run: list[Delays] = field(default_factory=list)  # the others (a shard's, for merge)
 
-    def to_json(self, with_not_run: bool) -> dict:
-        d: dict = {"level": self.level, "schedules": self.schedules, "ran": self.ran}
+    def to_json(self, with_not_run: bool) -> dict[str, Any]:
+        d: dict[str, Any] = {"level": self.level, "schedules": self.schedules, "ran": self.ran}
         if with_not_run:
             d["not_run"] = [[list(x) for x in delays] for delays in self.not_run]
         return d
 
     @staticmethod
-    def from_json(d: dict) -> "Level":
+    def from_json(d: dict[str, Any]) -> Level:
         return Level(int(d["level"]), int(d["schedules"]), int(d["ran"]),
                      [tuple((int(s), int(t)) for s, t in delays) for delays in d.get("not_run", [])])
 
@@ -110,7 +111,7 @@ class LevelsMergeError(Exception):
     pass
 
 
-def merge_levels(shards: list[tuple[str, dict]], opts: Options, coverage: Coverage) -> Explored:
+def merge_levels(shards: list[tuple[str, dict[str, Any]]], opts: Options, coverage: Coverage) -> Explored:
     """The shards' runs taken as one exploration would have taken them:
     level by level, each level's schedules (every shard's) in delay order,
     numbered from 1 on; stopped where that exploration would have stopped
@@ -166,7 +167,7 @@ def merge_levels(shards: list[tuple[str, dict]], opts: Options, coverage: Covera
     return Explored(committer.committed, coverage, stopped, merged)
 
 
-def renumber_orders(saved: list[dict], numbers: dict[int, int]) -> list[dict]:
+def renumber_orders(saved: list[dict[str, Any]], numbers: dict[int, int]) -> list[dict[str, Any]]:
     """A shard's saved coverage orders with its run numbers made the merged
     ones (0, the baseline, stays 0); orders first taken by a run merge does
     not take are left out."""
@@ -232,7 +233,7 @@ def level_lines(dl: DelayLevels, stopped: str, opts: Options) -> list[str]:
     return lines
 
 
-def levels_json(dl: DelayLevels, stopped: str, opts: Options, with_not_run: bool) -> dict:
+def levels_json(dl: DelayLevels, stopped: str, opts: Options, with_not_run: bool) -> dict[str, Any]:
     g = guarantee(dl, stopped, opts)
     return {
         "max_delays": dl.max_delays,
@@ -247,13 +248,13 @@ def levels_json(dl: DelayLevels, stopped: str, opts: Options, with_not_run: bool
     }
 
 
-def failing_level_note(failing: RunResult) -> Callable[[list], bool | None]:
+def failing_level_note(failing: RunResult) -> Callable[[Sequence[Any]], bool | None]:
     """For shrinking a failure of level k by dropping delays: a candidate
     of fewer than k delays runs a schedule of at most that many, and every
     one of those ran and passed; so it is known to pass without a replay."""
     level = failing.level
 
-    def known(candidate: Sequence) -> bool | None:
+    def known(candidate: Sequence[Any]) -> bool | None:
         return False if len(candidate) < level else None
 
     return known

@@ -7,7 +7,8 @@ import argparse
 import json
 import os
 import shlex
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from .coverage import Coverage
 from .levels import LevelsMergeError, merge_levels
@@ -21,15 +22,15 @@ class MergeError(Exception):
     pass
 
 
-def load_result(d: str) -> dict:
+def load_result(d: str) -> dict[str, Any]:
     path = os.path.join(d, RESULT_FILE)
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except FileNotFoundError:
-        raise MergeError(f"{d}: no {RESULT_FILE} (not the --out directory of a kbthreads-explore --shard run)")
+        raise MergeError(f"{d}: no {RESULT_FILE} (not the --out directory of a kbthreads-explore --shard run)") from None
     except (OSError, ValueError) as e:
-        raise MergeError(f"{path}: unreadable: {e}")
+        raise MergeError(f"{path}: unreadable: {e}") from e
     if not isinstance(data, dict) or data.get("format") != RESULT_FORMAT:
         raise MergeError(f"{path}: not a {RESULT_FORMAT} file")
     if not data.get("shard"):
@@ -37,7 +38,7 @@ def load_result(d: str) -> dict:
     return data
 
 
-def option_text(name: str, value) -> str:
+def option_text(name: str, value: Any) -> str:
     if name == "command":
         return shlex.join(value)
     if name == "compare_output":
@@ -45,7 +46,7 @@ def option_text(name: str, value) -> str:
     return f"--{name.replace('_', '-')} {value if value is not None else '(none)'}"
 
 
-def merge_results(dirs: list[str]) -> tuple[list[tuple[str, dict]], Options]:
+def merge_results(dirs: list[str]) -> tuple[list[tuple[str, dict[str, Any]]], Options]:
     """The shards' results, checked to be the N shards of one exploration."""
     loaded = [(d, load_result(d)) for d in dirs]
     first_dir, first = loaded[0]
@@ -122,7 +123,7 @@ def merge(args: argparse.Namespace, say: Callable[[str], None], complain: Callab
 
 
 def finish(args: argparse.Namespace, say: Callable[[str], None], complain: Callable[[str], None], opts: Options,
-           explored: Explored, first: dict) -> int:
+           explored: Explored, first: dict[str, Any]) -> int:
     """The merged exploration's report, then its failure shrunk."""
     report(say, opts, explored)
     failing = explored.failure

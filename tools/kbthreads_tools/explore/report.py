@@ -8,7 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from .coverage import coverage_lines
 from .delays import describe, env_value

@@ -7,7 +7,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-
+from typing import Any
 
 EXIT_NONE_FOUND = 0
 EXIT_FOUND = 1
@@ -64,7 +64,7 @@ def prepare_out(out: str) -> str | None:
     return None
 
 
-def write_json(path: str, data: dict) -> None:
+def write_json(path: str, data: dict[str, Any]) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1)
@@ -86,5 +86,5 @@ class Options:
     time_budget: float | None
     delays: int | None = None  # --strategy delay: the most delays (--delays)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from .schedule_file import SCHEDULE_ENV
 
@@ -21,14 +22,14 @@ class Outcome:
     def failed(self) -> bool:
         return self.kind != "ok"
 
-    def same_failure(self, other: "Outcome") -> bool:
+    def same_failure(self, other: Outcome) -> bool:
         return self.kind == other.kind and self.code == other.code
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "code": self.code, "text": self.text}
 
     @staticmethod
-    def from_json(d: dict) -> "Outcome":
+    def from_json(d: dict[str, Any]) -> Outcome:
         return Outcome(str(d["kind"]), int(d["code"]), str(d["text"]))
 
 
@@ -57,7 +58,7 @@ class Runner:
         self.compare = compare  # the baseline's stdout, with --compare-output
         self.cwd = cwd
         self.lock = threading.Lock()
-        self.live: dict[int, tuple[subprocess.Popen, int]] = {}  # pid -> (process, tag)
+        self.live: dict[int, tuple[subprocess.Popen[bytes], int]] = {}  # pid -> (process, tag)
         self.cancelled: set[int] = set()  # pids killed on purpose
 
     def run(self, prefix: str, env_extra: dict[str, str], tag: int = 0) -> Outcome:

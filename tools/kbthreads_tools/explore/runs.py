@@ -6,7 +6,7 @@ import concurrent.futures
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .coverage import Coverage, orders_of
 from .delays import Delays, extensions
@@ -40,7 +40,7 @@ class RunResult:
     children: list[Delays] | None = None
     nchildren: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         d = {"run": self.number, "label": self.label, "outcome": self.outcome.to_json(),
              "schedule": self.digest, "output": self.prefix}
         if self.delays is not None:
@@ -48,7 +48,7 @@ class RunResult:
         return d
 
     @staticmethod
-    def from_json(d: dict) -> "RunResult":
+    def from_json(d: dict[str, Any]) -> RunResult:
         delays = tuple((int(s), int(t)) for s, t in d["delays"]) if "delays" in d else None
         return RunResult(int(d["run"]), str(d["label"]), Outcome.from_json(d["outcome"]), str(d["schedule"]),
                          None, str(d["output"]), delays, int(d.get("level", 0)), None, int(d.get("extensions", 0)))
@@ -59,7 +59,7 @@ class Explored:
     committed: list[RunResult]  # the runs reported, in number order, none after the first failure
     coverage: Coverage
     stopped: str  # "done", "failure", "stale", "time"; "runs" (--strategy delay: the --runs budget)
-    delays: "DelayLevels | None" = None  # --strategy delay: the levels explored
+    delays: DelayLevels | None = None  # --strategy delay: the levels explored
 
     @property
     def failure(self) -> RunResult | None:
@@ -107,7 +107,7 @@ def run_all(runner: Runner, out: str, plan: list[Planned], jobs: int, deadline: 
     committed in number order; when the committer stops, the runs above
     its last are killed and forgotten. Returns why it stopped."""
     results: dict[int, RunResult] = {}
-    running: dict[concurrent.futures.Future, int] = {}
+    running: dict[concurrent.futures.Future[RunResult], int] = {}
     nxt = done_upto = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         while True:

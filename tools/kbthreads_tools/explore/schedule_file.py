@@ -4,9 +4,8 @@ schedules KB_REPLAY reads."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
-
 
 # Every variable the library reads for the schedule: cleared for each run,
 # then set for the run's strategy.

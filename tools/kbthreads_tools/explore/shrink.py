@@ -11,13 +11,13 @@ import math
 import os
 import shutil
 import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from .delays import Delays, env_value
 from .runner import Outcome, Runner
 from .schedule_file import Section, differing_rounds, read_schedule, write_partial
-
 
 # Shrinking runs at most this many replays, whatever the schedule's length:
 # one to check that the failure reproduces, then (more than BISECT_FROM
@@ -35,14 +35,14 @@ class Shrinker:
     the next candidates are replayed at once, ahead of need."""
 
     def __init__(self, runner: Runner, out: str, original: list[Section], failure: Outcome, jobs: int,
-                 budget: int = SHRINK_BUDGET, known: Callable[[Sequence], bool | None] | None = None):
+                 budget: int = SHRINK_BUDGET, known: Callable[[Sequence[Any]], bool | None] | None = None):
         self.runner, self.out, self.original, self.failure = runner, out, original, failure
         self.jobs, self.budget = jobs, budget
         # what is known of a candidate without a replay (True fails, False
         # passes), or None: a replay answers
         self.known = known or (lambda keep: None)
-        self.tried: dict[tuple, bool] = {}  # the candidates one-by-one trying would have replayed
-        self.ran: dict[tuple, tuple[bool, str]] = {}  # every replay run, and its files
+        self.tried: dict[tuple[Any, ...], bool] = {}  # the candidates one-by-one trying would have replayed
+        self.ran: dict[tuple[Any, ...], tuple[bool, str]] = {}  # every replay run, and its files
         self.files = itertools.count(1)
         self.lock = threading.Lock()
         os.makedirs(os.path.join(out, "shrink"), exist_ok=True)
@@ -51,13 +51,13 @@ class Shrinker:
     def exhausted(self) -> bool:
         return len(self.tried) >= self.budget
 
-    def candidate_env(self, keep: list, prefix: str) -> dict[str, str]:
+    def candidate_env(self, keep: list[Any], prefix: str) -> dict[str, str]:
         """The environment that replays keep: the partial schedule of those
         rounds of the original, written to prefix.schedule."""
         write_partial(prefix + ".schedule", self.original, keep)
         return {"KB_REPLAY": prefix + ".schedule"}
 
-    def replay(self, keep: list) -> None:
+    def replay(self, keep: list[Any]) -> None:
         with self.lock:
             prefix = os.path.join(self.out, "shrink", f"{next(self.files):04d}")
         env = dict(self.candidate_env(keep, prefix), KB_RECORD=prefix + ".recorded")
@@ -65,9 +65,9 @@ class Shrinker:
         with self.lock:
             self.ran[candidate_key(keep)] = (got.same_failure(self.failure), prefix)
 
-    def first_failing(self, candidates: Iterable[list]) -> int | None:
+    def first_failing(self, candidates: Iterable[list[Any]]) -> int | None:
         it = iter(candidates)
-        ahead: list[list] = []
+        ahead: list[list[Any]] = []
         for i in itertools.count():
             if not ahead:
                 ahead = list(itertools.islice(it, 1))
@@ -98,14 +98,14 @@ class Shrinker:
                 return i
         return None
 
-    def fails(self, keep: list) -> bool:
+    def fails(self, keep: list[Any]) -> bool:
         return self.first_failing([keep]) == 0
 
-    def prefix_of(self, keep: list) -> str:
+    def prefix_of(self, keep: list[Any]) -> str:
         return self.ran[candidate_key(keep)][1]
 
 
-def candidate_key(keep: Sequence) -> tuple:
+def candidate_key(keep: Sequence[Any]) -> tuple[Any, ...]:
     """A candidate's identity: its items, in order (a delay may be listed
     twice)."""
     return tuple(sorted(keep))
@@ -115,12 +115,12 @@ class DelayShrinker(Shrinker):
     """Candidates are sublists of a failing schedule's delays, replayed
     through KB_SCHED_DELAYS."""
 
-    def candidate_env(self, keep: list, prefix: str) -> dict[str, str]:
+    def candidate_env(self, keep: list[Any], prefix: str) -> dict[str, str]:
         return {"KB_SCHED_DELAYS": env_value(tuple(keep))}
 
 
-def ddmin(items: list, first_failing: Callable[[Iterable[list]], int | None],
-          exhausted: Callable[[], bool] = lambda: False) -> list:
+def ddmin(items: list[Any], first_failing: Callable[[Iterable[list[Any]]], int | None],
+          exhausted: Callable[[], bool] = lambda: False) -> list[Any]:
     """Zeller's delta debugging: a 1-minimal sublist of items that fails
     (items is assumed to). Each step's candidates, every chunk then (with
     more than two chunks) its complement, in turn, go to first_failing."""
@@ -128,14 +128,7 @@ def ddmin(items: list, first_failing: Callable[[Iterable[list]], int | None],
     while len(items) >= 2 and not exhausted():
         size = math.ceil(len(items) / n)
         chunks = [items[i : i + size] for i in range(0, len(items), size)]
-
-        def candidates() -> Iterator[list]:
-            for i, chunk in enumerate(chunks):
-                yield chunk
-                if len(chunks) > 2:
-                    yield [x for j, c in enumerate(chunks) if j != i for x in c]
-
-        hit = first_failing(candidates())
+        hit = first_failing(_ddmin_candidates(chunks))
         if hit is not None:
             is_rest = len(chunks) > 2 and hit % 2 == 1
             i = hit // 2 if len(chunks) > 2 else hit
@@ -150,7 +143,16 @@ def ddmin(items: list, first_failing: Callable[[Iterable[list]], int | None],
     return items
 
 
-def bisect_ends(items: list, fails: Callable[[list], bool]) -> list:
+def _ddmin_candidates(chunks: list[list[Any]]) -> Iterator[list[Any]]:
+    """ddmin's candidates of one step: every chunk then (with more than two
+    chunks) its complement, in turn."""
+    for i, chunk in enumerate(chunks):
+        yield chunk
+        if len(chunks) > 2:
+            yield [x for j, c in enumerate(chunks) if j != i for x in c]
+
+
+def bisect_ends(items: list[Any], fails: Callable[[list[Any]], bool]) -> list[Any]:
     """The shortest failing prefix of items, then the shortest failing
     suffix of that, by bisection: 2 * ceil(log2 len) replays at most. A
     failure that needs rounds far apart keeps both ends and what lies
@@ -194,7 +196,7 @@ def shrink(runner: Runner, out: str, original: list[Section], failure: Outcome, 
             # out what lies between them, nothing of it first.
             first, last = best[0], best[-1]
 
-            def with_ends(candidates: Iterable[list]) -> int | None:
+            def with_ends(candidates: Iterable[list[Any]]) -> int | None:
                 return s.first_failing([first] + c + [last] for c in candidates)
 
             inner = [] if s.fails([first, last]) else ddmin(best[1:-1], with_ends, lambda: s.exhausted)
@@ -208,7 +210,7 @@ def shrink(runner: Runner, out: str, original: list[Section], failure: Outcome, 
 
 
 def shrink_delays(runner: Runner, out: str, original: list[Section], failure: Outcome, jobs: int, delays: Delays,
-                  known: Callable[[Sequence], bool | None]) -> Shrunk:
+                  known: Callable[[Sequence[Any]], bool | None]) -> Shrunk:
     """Drop what delays of a failing schedule it can (delta debugging over
     them; `known` answers the candidates an exploration already settled),
     after one replay that checks it fails again. DIR/shrunk.schedule is

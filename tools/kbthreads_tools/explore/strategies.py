@@ -20,7 +20,8 @@ def exhaustive_count(section: Section) -> int:
     words = section.schedule.split()
     if len(words) != 6 or words[0] != "exhaustive" or not words[5].isdigit():
         return 1
-    return math.factorial(max(section.nprocs, 0)) ** int(words[5])
+    count: int = math.factorial(max(section.nprocs, 0)) ** int(words[5])
+    return count
 
 
 @dataclass

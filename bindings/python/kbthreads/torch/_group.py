@@ -14,8 +14,9 @@ its outputs."""
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.distributed as dist
@@ -23,6 +24,9 @@ import torch.distributed as dist
 from . import _ops
 from ._meeting import Call, Meeting, SpawnTable, call_site
 from ._work import KbWork, done_work
+
+if TYPE_CHECKING:
+    from torch.distributed.distributed_c10d import GroupName
 
 BACKEND = "kbthreads"
 
@@ -36,7 +40,7 @@ class GroupInfo:
     incarnation: int  # how many groups of this name the spawn made before
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[str, tuple[int, ...], int]:
         return (self.name, tuple(self.ranks), self.incarnation)
 
 
@@ -73,22 +77,33 @@ def _live(t: torch.Tensor) -> torch.Tensor:
 def _same(calls: Sequence[Call], extra_check: Callable[[Sequence[Call]], str | None] | None = None) -> str | None:
     """None when every call agrees on kind, dtype, shapes, op and root."""
     first = calls[0]
-    for what, get in (("kind", lambda c: c.kind), ("dtype", lambda c: c.dtype), ("shape", lambda c: c.shapes),
-                      ("reduce op", lambda c: c.op), ("root", lambda c: c.root)):
+    fields: tuple[tuple[str, Callable[[Call], object]], ...] = (
+        ("kind", lambda c: c.kind),
+        ("dtype", lambda c: c.dtype),
+        ("shape", lambda c: c.shapes),
+        ("reduce op", lambda c: c.op),
+        ("root", lambda c: c.root),
+    )
+    for what, get in fields:
         if any(get(c) != get(first) for c in calls):
             return f"the calls differ in {what}"
     return extra_check(calls) if extra_check is not None else None
 
 
-class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
+# torch's stub gives ProcessGroup's collectives overloads from its C++ binding
+# (a tensor list and an options object, as torch.distributed's functions
+# call them; or a single tensor with op, root and timeout); this backend
+# implements the first form, hence the type: ignore[override]s below.
+class KbProcessGroup(dist.ProcessGroup):
     def __init__(self, table: SpawnTable, info: GroupInfo, group_rank: int, global_rank: int) -> None:
-        super().__init__(group_rank, len(info.ranks))
+        # the binding's (rank, size) constructor, which torch's stub leaves out
+        super().__init__(group_rank, len(info.ranks))  # type: ignore[call-arg]
         self._table = table
         self._info = info
         self._grank = group_rank
         self._global = global_rank
         self._seq = 0
-        self._p2p_seq: collections.Counter = collections.Counter()
+        self._p2p_seq: collections.Counter[tuple[int | None, int]] = collections.Counter()
 
     # ---- identity ----------------------------------------------------------------
     def size(self) -> int:
@@ -104,14 +119,14 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
         return BACKEND
 
     @property
-    def group_name(self) -> str:
-        return self._info.name
+    def group_name(self) -> GroupName:
+        return cast("GroupName", self._info.name)
 
     def __repr__(self) -> str:
         return f"KbProcessGroup(group={self._info.name!r} rank={self._grank} size={self.size()})"
 
     # ---- the meeting ---------------------------------------------------------------
-    def _call(self, kind: str, inputs: Any, *, dtype: str | None, shapes: tuple, numel: int, nbytes: int,
+    def _call(self, kind: str, inputs: Any, *, dtype: str | None, shapes: tuple[Any, ...], numel: int, nbytes: int,
               op: str | None = None, root: int | None = None, extra: Any = None) -> Call:
         timing = self._table.timing
         t = timing.arrive(self._global) if timing is not None else None
@@ -159,7 +174,7 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
             raise ValueError(f"kbthreads.torch: {why}")
         return name, factor
 
-    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:  # type: ignore[override]
         ts = self._tensors(tensors, "all_reduce's tensor")
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         name, factor = self._reduce_op(op, ts[0].dtype)
@@ -181,7 +196,7 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
         return self.allreduce(tensors, opts)
 
-    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:  # type: ignore[override]
         ts = self._tensors(tensors, "broadcast's tensor")
         root = opts.rootRank if opts is not None else 0
         me = self._grank == root
@@ -200,7 +215,7 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
 
         return self._meet(call, _same, compute, finish)
 
-    def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
+    def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:  # type: ignore[override]
         ts = self._tensors(tensors, "reduce's tensor")
         root = opts.rootRank if opts is not None else 0
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
@@ -221,7 +236,9 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
 
         return self._meet(call, _same, compute, finish)
 
-    def allgather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> KbWork:
+    def allgather(  # type: ignore[override]
+        self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
+    ) -> KbWork:
         ins = self._tensors(inputs, "all_gather's input")
         n = self.size()
         for outs in output_lists:
@@ -289,14 +306,18 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
 
     all_gather_single = _allgather_base
 
-    def allgather_into_tensor_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
-                                        opts: Any = None) -> KbWork:
-        works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)]
-        return _chain(works, outputs)
+    # (the parameters have torch's names, which all_gather_single_coalesced shares)
+    def allgather_into_tensor_coalesced(
+        self, output_lists: list[torch.Tensor], input_list: list[torch.Tensor], opts: Any = None
+    ) -> KbWork:
+        works = [self._allgather_base(o, i, opts) for o, i in zip(output_lists, input_list)]
+        return _chain(works, output_lists)
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
-    def gather(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> KbWork:
+    def gather(  # type: ignore[override]
+        self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
+    ) -> KbWork:
         ins = self._tensors(inputs, "gather's input")
         root = opts.rootRank if opts is not None else 0
         n = self.size()
@@ -319,7 +340,9 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
 
         return self._meet(call, _same, compute, finish)
 
-    def scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any = None) -> KbWork:
+    def scatter(  # type: ignore[override]
+        self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any = None
+    ) -> KbWork:
         outs = self._tensors(outputs, "scatter's output")
         root = opts.rootRank if opts is not None else 0
         n = self.size()
@@ -342,8 +365,9 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
 
         return self._meet(call, _same, compute, finish)
 
-    def reduce_scatter(self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]],
-                       opts: Any = None) -> KbWork:
+    def reduce_scatter(  # type: ignore[override]
+        self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any = None
+    ) -> KbWork:
         outs = self._tensors(outputs, "reduce_scatter's output")
         n = self.size()
         if len(input_lists) != 1 or len(input_lists[0]) != n:
@@ -364,7 +388,8 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
 
         return self._meet(call, _same, compute, finish)
 
-    def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> KbWork:
+    def _reduce_scatter_base(self, outputTensor: torch.Tensor, inputTensor: torch.Tensor, opts: Any = None) -> KbWork:
+        output, input = outputTensor, inputTensor  # (torch's names, which reduce_scatter_single shares)
         _check_tensor(output, "reduce_scatter_tensor's output")
         _check_tensor(input, "reduce_scatter_tensor's input")
         n = self.size()
@@ -388,10 +413,12 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
 
     reduce_scatter_single = _reduce_scatter_base
 
-    def reduce_scatter_tensor_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
-                                        opts: Any = None) -> KbWork:
-        works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)]
-        return _chain(works, outputs)
+    # (the parameters have torch's names, which reduce_scatter_single_coalesced shares)
+    def reduce_scatter_tensor_coalesced(
+        self, outputTensors: list[torch.Tensor], inputTensors: list[torch.Tensor], opts: Any = None
+    ) -> KbWork:
+        works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputTensors, inputTensors)]
+        return _chain(works, outputTensors)
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
@@ -462,7 +489,8 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
 
         return self._meet(call, lambda cs: _same(cs, sizes_agree), compute, finish)
 
-    all_to_all_single = alltoall_base
+    # torch's all_to_all_single overloads name their parameters differently
+    all_to_all_single = alltoall_base  # type: ignore[assignment]
 
     def barrier(self, opts: Any = None) -> KbWork:
         call = self._call("barrier", None, dtype=None, shapes=(), numel=0, nbytes=0)
@@ -488,7 +516,7 @@ class KbProcessGroup(dist.ProcessGroup):  # type: ignore[misc]
         (t,) = self._tensors(tensors, "recv's tensor")
         return self._table_p2p().take(self, None, self._grank, tag, t)
 
-    def _table_p2p(self) -> "_Mailbox":
+    def _table_p2p(self) -> _Mailbox:
         tb = self._table
         if tb.mailbox is None:
             tb.mailbox = _Mailbox(tb)
@@ -504,6 +532,12 @@ def _chain(works: list[KbWork], result: Any) -> KbWork:
     return KbWork(wait)
 
 
+# A channel: (group key, source, destination, tag), group ranks; a recv's
+# source may be None (any source).
+_Sent = tuple[tuple[str, tuple[int, ...], int], int, int, int]
+_Wanted = tuple[tuple[str, tuple[int, ...], int], int | None, int, int]
+
+
 class _Mailbox:
     """Point-to-point messages of one spawn: eager sends wait in FIFO
     channels (group, src, dst, tag) until a recv takes them; a recv posted
@@ -512,8 +546,9 @@ class _Mailbox:
 
     def __init__(self, table: SpawnTable) -> None:
         self.table = table
-        self.sent: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
-        self.waiting: list[tuple] = []  # (key or any-source key, meeting, holder), in post order
+        self.sent: dict[_Sent, collections.deque[tuple[int, Call]]] = collections.defaultdict(collections.deque)
+        # (key or any-source key, meeting, holder), in post order
+        self.waiting: list[tuple[_Wanted, Meeting, dict[str, Any]]] = []
         self.order = 0
 
     def post(self, pg: KbProcessGroup, src: int, dst: int, tag: int, t: torch.Tensor) -> None:
@@ -564,7 +599,7 @@ class _Mailbox:
         work = KbWork(wait, ready=lambda: self.table.done(m))
         return work
 
-    def _match(self, pg: KbProcessGroup, m: Meeting, holder: dict, src: int, dst: int, call: Call) -> None:
+    def _match(self, pg: KbProcessGroup, m: Meeting, holder: dict[str, Any], src: int, dst: int, call: Call) -> None:
         t = holder["t"]
         holder["src"] = src
         info = pg._info

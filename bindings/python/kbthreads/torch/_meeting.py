@@ -17,10 +17,16 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from .._suspend import yield_
+
+if TYPE_CHECKING:
+    from ._group import GroupInfo, _Mailbox
+    from ._simtime import Timing
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PKG = os.path.dirname(_HERE)
@@ -59,7 +65,7 @@ class Call:
     kind: str
     rank: int  # global rank
     dtype: str | None
-    shapes: tuple  # the shapes the check compares (per kind)
+    shapes: tuple[Any, ...]  # the shapes the check compares (per kind)
     op: str | None
     root: int | None  # group rank
     site: str  # "file:line in function", the first frame outside torch and kbthreads
@@ -91,7 +97,7 @@ def _shape(s: Any) -> str:
 def call_site() -> str:
     """The first Python frame outside torch and kbthreads: the user's line
     that led to the collective (for DDP's all-reduce, the backward call)."""
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     torch_dir = _torch_dir()
     while f is not None:
         fn = os.path.abspath(f.f_code.co_filename)
@@ -112,6 +118,15 @@ def _torch_dir() -> str:
     return _torch_dir_cache[0]
 
 
+def _arrivals(times: Iterable[float | None]) -> tuple[float, ...]:
+    """The members' arrival times, in a timed spawn (where every call has one)."""
+    out = []
+    for t in times:
+        assert t is not None
+        out.append(t)
+    return tuple(out)
+
+
 class CollectiveError(RuntimeError):
     """A collective that cannot complete: calls that do not match across a
     group, or a deadlock (no rank of the spawn can proceed)."""
@@ -122,7 +137,7 @@ class Meeting:
     """One collective of one group: the members' calls as they arrive, then
     its result."""
 
-    group: Any  # the _GroupInfo
+    group: GroupInfo
     seq: int
     calls: dict[int, Call] = field(default_factory=dict)  # group rank -> call
     handle: Any = None  # set when submitted to the engine
@@ -152,17 +167,25 @@ class SpawnTable:
         self.ctx = ctx
         self.spawn_id = spawn_id
         self.world_size = world_size
-        self.meetings: dict[tuple, Meeting] = {}
+        self.meetings: dict[tuple[Any, int], Meeting] = {}
         self.parked: dict[int, Waiter] = {}  # global rank -> what it waits for
         self.finished: set[int] = set()
         self.epoch = 0  # bumped by every arrival and submission
         self.failure: str | None = None  # a deadlock report, once found
         self.failure_ranks: set[int] = set()
-        self.timing: Any = None  # a _simtime.Timing in a spawn with a network model
-        self.mailbox: Any = None  # its point-to-point messages (_group._Mailbox), made at the first send or recv
+        self.timing: Timing | None = None  # in a spawn with a network model
+        self.mailbox: _Mailbox | None = None  # its point-to-point messages, made at the first send or recv
 
     # ---- collectives -----------------------------------------------------------
-    def arrive(self, group: Any, seq: int, group_rank: int, call: Call, check: Callable, compute: Callable) -> Meeting:
+    def arrive(
+        self,
+        group: GroupInfo,
+        seq: int,
+        group_rank: int,
+        call: Call,
+        check: Callable[[list[Call]], str | None],
+        compute: Callable[[list[Call]], dict[int, Any]],
+    ) -> Meeting:
         """Record call as group_rank's part of collective seq on group; the
         last arrival checks the calls, computes the results and submits."""
         key = (group.key, seq)
@@ -193,7 +216,7 @@ class SpawnTable:
             nbytes=tuple(c.nbytes for c in calls),
             op=first.op,
             root=None if root is None else m.group.ranks[root],
-            arrivals=None if self.timing is None else tuple(c.t for c in calls),
+            arrivals=None if self.timing is None else _arrivals(c.t for c in calls),
         )
         m.handle = ("kbthreads.torch", self.spawn_id, m.group.name, m.group.incarnation, m.seq)
         self.epoch += 1
@@ -210,7 +233,7 @@ class SpawnTable:
             nbytes=(call.nbytes,),
             root=src,
             peer=dst,
-            arrivals=None if self.timing is None else (call.t, recv_t),
+            arrivals=None if self.timing is None else _arrivals((call.t, recv_t)),
         )
         m.handle = ("kbthreads.torch", self.spawn_id, m.group.name, m.group.incarnation, "p2p", src, dst, m.seq)
         self.epoch += 1
@@ -261,7 +284,7 @@ class SpawnTable:
 
     def _stuck(self) -> bool:
         live = [r for r in range(self.world_size) if r not in self.finished]
-        return all(r in self.parked and (self.parked[r].meeting is None or self.parked[r].meeting.handle is None) for r in live)
+        return all(r in self.parked and ((m := self.parked[r].meeting) is None or m.handle is None) for r in live)
 
     def _deadlock_report(self) -> str:
         lines = ["kbthreads.torch: collective deadlock: no rank can proceed"]

@@ -5,7 +5,8 @@ rank arrived. Reductions fold left in rank order, ((x0 op x1) op x2) ...,
 which is what a sequential loop over the ranks computes."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -19,9 +20,11 @@ def op_name(op: Any) -> tuple[str, Any]:
     """(name, premul factor or None) of a ReduceOp or a RedOpType."""
     factor = None
     if isinstance(op, ReduceOp):
-        if op.op == ReduceOp.PREMUL_SUM:
-            factor = op.__getstate__()[1]
-        op = op.op
+        # the op's type, and PREMUL_SUM's factor: the binding's, not in torch's stub
+        kind = op.op  # type: ignore[attr-defined]
+        if kind == ReduceOp.PREMUL_SUM:
+            factor = op.__getstate__()[1]  # type: ignore[attr-defined]
+        op = kind
     return str(op).rsplit(".", 1)[-1], factor
 
 
@@ -40,6 +43,7 @@ def check_reduce_op(name: str, dtype: torch.dtype) -> str | None:
 
 def reduce(xs: Sequence[torch.Tensor], name: str, factor: Any) -> torch.Tensor:
     """Fold xs left in order with op name."""
+    acc: torch.Tensor
     if name == "PREMUL_SUM":
         acc = xs[0] * factor
         for x in xs[1:]:

@@ -25,8 +25,9 @@ from __future__ import annotations
 import html
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode, _FlopCounterMode
@@ -42,7 +43,7 @@ class _GlobalOnly:
     parents = ("Global",)
     is_bw = False
 
-    def __enter__(self) -> "_GlobalOnly":
+    def __enter__(self) -> _GlobalOnly:
         return self
 
     def __exit__(self, *a: Any) -> None:
@@ -52,14 +53,14 @@ class _GlobalOnly:
 ComputeFn = Callable[[int, int, float], float]
 
 
-class _Counting(_FlopCounterMode):  # type: ignore[misc]
+class _Counting(_FlopCounterMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is untyped
     """FlopCounterMode's dispatch mode with a fast path: an op PyTorch's FLOP
     registry does not know and that has no decomposition to look inside
     (most of them: add, relu, copies) runs straight through; everything else
     takes FlopCounterMode's own path. The mode runs for every op of every
     rank, and that path builds a set and tries a decomposition per op."""
 
-    _plain: dict = {}  # op -> True when it can run straight through (per process)
+    _plain: dict[Any, bool] = {}  # op -> True when it can run straight through (per process)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         plain = _Counting._plain.get(func)
@@ -72,7 +73,7 @@ class _Counting(_FlopCounterMode):  # type: ignore[misc]
             )
         if plain:
             return func(*args, **(kwargs or {}))
-        return super().__torch_dispatch__(func, types, args, kwargs)
+        return super().__torch_dispatch__(func, types, args, kwargs)  # type: ignore[no-untyped-call]  # torch's is untyped
 
 
 def compute_model(device_flops: float | None, compute: Any, cpu_factor: float) -> tuple[str, ComputeFn]:
@@ -110,7 +111,7 @@ class Clock:
     exposed: float = 0.0
     idle: float = 0.0
     flops: int = 0
-    deferred: list = field(default_factory=list)  # handles waited at the end of this backward
+    deferred: list[Any] = field(default_factory=list)  # handles waited at the end of this backward
     hooked_task: int = -1
 
 
@@ -131,7 +132,8 @@ class Timing:
         self.clocks = [Clock(r) for r in range(nprocs)]
         self.records: dict[Any, Record] = {}
         self.order: list[Record] = []
-        self.spans: list[tuple] = []  # (rank, track, name, start, end, args)
+        # (rank, track, name, start, end, args)
+        self.spans: list[tuple[int, int, str, float, float, dict[str, Any]]] = []
 
     # ---- a rank's life -------------------------------------------------------------------------
     def begin_rank(self, rank: int) -> None:
@@ -139,10 +141,10 @@ class Timing:
         c.cpu_seen = time.thread_time()
         if self.compute_name in ("flops", "custom"):
             m = FlopCounterMode(display=False)
-            m.mod_tracker = _GlobalOnly()
+            m.mod_tracker = _GlobalOnly()  # type: ignore[assignment]  # a stand-in (see _GlobalOnly)
             m.flop_counts.clear()
-            m.mode = _Counting(m)  # what FlopCounterMode.__enter__ does, with the fast path
-            m.mode.__enter__()
+            m.mode = mode = _Counting(m)  # what FlopCounterMode.__enter__ does, with the fast path
+            mode.__enter__()  # type: ignore[no-untyped-call]  # torch's TorchDispatchMode.__enter__
             c.counter = m
 
     def end_rank(self, rank: int) -> None:
@@ -229,13 +231,13 @@ class Timing:
         c.t = w
 
     # ---- the record --------------------------------------------------------------------------------
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         ranks = {}
         for c in self.clocks:
             ranks[c.rank] = {"time": c.t, "compute": c.compute, "communication": c.comm,
                              "exposed_communication": c.exposed, "hidden_communication": max(0.0, c.comm - c.exposed),
                              "idle": c.idle, "flops": c.flops}
-        kinds: dict[str, dict] = {}
+        kinds: dict[str, dict[str, Any]] = {}
         for rec in self.order:
             k = kinds.setdefault(rec.meta.kind, {"count": 0, "bytes": 0, "time": 0.0})
             k["count"] += 1
@@ -244,11 +246,11 @@ class Timing:
         return {"time": max((c.t for c in self.clocks), default=0.0), "ranks": ranks, "collectives": kinds,
                 "network": repr(self.network), "compute": self.compute_name}
 
-    def trace(self) -> dict:
+    def trace(self) -> dict[str, Any]:
         """Chrome trace events: one process per rank (thread 0 the rank's
         clock: compute, idle, exposed communication; thread 1 its collectives
         in flight), flow arrows chaining the members of each collective."""
-        ev: list[dict] = []
+        ev: list[dict[str, Any]] = []
         us = 1e6
         for c in self.clocks:
             ev.append({"ph": "M", "name": "process_name", "pid": c.rank, "tid": 0, "args": {"name": f"rank {c.rank}"}})
@@ -278,7 +280,10 @@ class Timing:
         total = max([c.t for c in self.clocks] + [r.end for r in self.order] + [1e-12])
         left, row, top = 70, 28, 30
         h = top + n * row + 44
-        x = lambda t: left + (width - left - 10) * t / total  # noqa: E731
+
+        def x(t: float) -> float:
+            return left + (width - left - 10) * t / total
+
         out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" font-family="sans-serif" '
                f'font-size="11">', f'<text x="{left}" y="16">simulated time, {total * 1e3:.4g} ms in all</text>']
         colours = {"compute": "#4caf50", "idle": "#bdbdbd"}
@@ -340,13 +345,13 @@ class SimRun:
         """The simulated time of the run: the last rank's clock, seconds."""
         return float(self.summary()["time"])
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Per rank (``ranks[r]``: time, compute, communication,
         exposed_communication, hidden_communication, idle, all seconds; flops)
         and per collective kind (``collectives[kind]``: count, bytes, time)."""
         return self._timing.summary()
 
-    def timeline(self) -> dict:
+    def timeline(self) -> dict[str, Any]:
         return self._timing.trace()
 
     def write_timeline(self, path: str) -> None:

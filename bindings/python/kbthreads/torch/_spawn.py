@@ -4,7 +4,8 @@ ranks underneath, each with its own torch.distributed."""
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .._context import Context
 from .._spawn import ProcessContext
@@ -47,7 +48,7 @@ class TorchProcessContext:
         finally:
             self._release()
 
-    def __enter__(self) -> "TorchProcessContext":
+    def __enter__(self) -> TorchProcessContext:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -64,7 +65,7 @@ class TorchProcessContext:
                 pass
 
 
-def spawn(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1, join: bool = True, daemon: bool = False,
+def spawn(fn: Callable[..., Any], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True, daemon: bool = False,
           start_method: str = "spawn", *, context: Context | None = None, network: Network | None = None,
           device_flops: float | None = None, compute: Any = None,
           cpu_factor: float = 1.0) -> TorchProcessContext | SimRun | None:
@@ -165,6 +166,6 @@ def sim_time() -> float:
     counted), inside a spawn with a network model."""
     st = _world.current()
     timing = st.table.timing if st is not None else None
-    if timing is None:
+    if st is None or timing is None:
         raise RuntimeError("kbthreads.torch.sim_time: only inside a rank of a spawn with network=...")
     return rank_time(timing, st.rank)

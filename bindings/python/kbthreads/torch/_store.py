@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import torch.distributed as dist
+from torch.distributed.distributed_c10d import Store
 
 from .._rank import rank
 from .._suspend import yield_
@@ -21,7 +21,7 @@ def _b(v: Any) -> bytes:
     return bytes(v)
 
 
-class KbStore(dist.Store):  # type: ignore[misc]
+class KbStore(Store):
     def __init__(self, table: Any = None) -> None:
         super().__init__()
         self._data: dict[str, bytes] = {}

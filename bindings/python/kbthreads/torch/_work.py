@@ -10,8 +10,9 @@ with a condition variable, which must never block a thread holding the
 baton."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -19,7 +20,7 @@ import torch.distributed as dist
 from .._suspend import yield_
 
 
-class KbWork(dist.Work):  # type: ignore[misc]
+class KbWork(dist.Work):
     def __init__(self, wait: Callable[[bool], Any] | None, result: Any = None,
                  ready: Callable[[], bool] | None = None) -> None:
         super().__init__()
@@ -84,9 +85,9 @@ class KbWork(dist.Work):  # type: ignore[misc]
     def synchronize(self) -> None:
         self.wait()
 
-    def get_future(self) -> torch.futures.Future:
+    def get_future(self) -> torch.futures.Future[list[torch.Tensor]]:
         self._finish(defer=True)
-        fut: torch.futures.Future = torch.futures.Future()
+        fut: torch.futures.Future[list[torch.Tensor]] = torch.futures.Future()
         fut.set_result(self.result())
         return fut
 

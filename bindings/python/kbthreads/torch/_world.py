@@ -17,8 +17,9 @@ from __future__ import annotations
 import collections
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -37,32 +38,32 @@ class RankState:
     rank: int
     world_size: int
     store: KbStore
-    world: Any = None  # this rank's _World
-    incarnations: collections.Counter = field(default_factory=collections.Counter)
+    world: _RankWorld | None = None  # this rank's world
+    incarnations: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 def current() -> RankState | None:
     return getattr(_tls, "rank", None)
 
 
-class _RankWorld(c10d._World):  # type: ignore[misc]
+class _RankWorld(c10d._World):
     """A _World whose maps are its own (the base class keeps some of them in
     module globals)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._maps: dict[str, dict] = {k: {} for k in (
+        self._maps: dict[str, dict[Any, Any]] = {k: {} for k in (
             "pg_map", "pg_names", "pg_group_ranks", "pg_backend_config", "tags_to_pg", "pg_to_tag")}
         self._count = 0
 
-    pg_map = property(lambda self: self._maps["pg_map"])  # type: ignore[assignment]
-    pg_names = property(lambda self: self._maps["pg_names"])  # type: ignore[assignment]
-    pg_group_ranks = property(lambda self: self._maps["pg_group_ranks"])  # type: ignore[assignment]
-    pg_backend_config = property(lambda self: self._maps["pg_backend_config"])  # type: ignore[assignment]
-    tags_to_pg = property(lambda self: self._maps["tags_to_pg"])  # type: ignore[assignment]
-    pg_to_tag = property(lambda self: self._maps["pg_to_tag"])  # type: ignore[assignment]
+    pg_map = property(lambda self: self._maps["pg_map"])
+    pg_names = property(lambda self: self._maps["pg_names"])
+    pg_group_ranks = property(lambda self: self._maps["pg_group_ranks"])
+    pg_backend_config = property(lambda self: self._maps["pg_backend_config"])
+    tags_to_pg = property(lambda self: self._maps["tags_to_pg"])
+    pg_to_tag = property(lambda self: self._maps["pg_to_tag"])
 
-    @property  # type: ignore[override]
+    @property
     def group_count(self) -> int:
         return self._count
 
@@ -144,7 +145,7 @@ _users = 0
 _saved: dict[str, Any] = {}
 
 
-def _rendezvous(url: str, rank: int = -1, world_size: int = -1, **kwargs: Any) -> Iterator[tuple]:
+def _rendezvous(url: str, rank: int = -1, world_size: int = -1, **kwargs: Any) -> Iterator[tuple[c10d.Store, int, int]]:
     st = current()
     if st is None:
         yield from _saved["rendezvous"](url, rank, world_size, **kwargs)
@@ -163,7 +164,7 @@ def _rendezvous(url: str, rank: int = -1, world_size: int = -1, **kwargs: Any) -
     yield (st.store, st.rank, st.world_size)
 
 
-def _new_process_group_helper(group_size: int, group_rank: int, global_ranks: list, backend: Any,
+def _new_process_group_helper(group_size: int, group_rank: int, global_ranks: list[int], backend: Any,
                               *args: Any, **kwargs: Any) -> Any:
     if current() is not None:
         backend = dist.Backend(_serve_backend(backend))
@@ -183,13 +184,15 @@ def install() -> None:
     with _lock:
         if _users == 0:
             register_backend()
-            _saved["_world"] = c10d._world
-            _saved["rendezvous"] = c10d.rendezvous
-            _saved["_new_process_group_helper"] = c10d._new_process_group_helper
-            c10d._world = _WorldProxy(c10d._world)
-            c10d.rendezvous = _rendezvous
-            c10d._new_process_group_helper = _new_process_group_helper
-            torch._C._distributed_c10d._set_thread_isolation_mode(True)
+            hooks = {
+                "_world": _WorldProxy(c10d._world),
+                "rendezvous": _rendezvous,
+                "_new_process_group_helper": _new_process_group_helper,
+            }
+            for name, hook in hooks.items():
+                _saved[name] = getattr(c10d, name)
+                setattr(c10d, name, hook)
+            _set_thread_isolation_mode(True)
         _users += 1
 
 
@@ -198,10 +201,14 @@ def uninstall() -> None:
     with _lock:
         _users -= 1
         if _users == 0:
-            torch._C._distributed_c10d._set_thread_isolation_mode(False)
-            c10d._world = _saved.pop("_world")
-            c10d.rendezvous = _saved.pop("rendezvous")
-            c10d._new_process_group_helper = _saved.pop("_new_process_group_helper")
+            _set_thread_isolation_mode(False)
+            for name in ("_world", "rendezvous", "_new_process_group_helper"):
+                setattr(c10d, name, _saved.pop(name))
+
+
+def _set_thread_isolation_mode(on: bool) -> None:
+    """C++'s registry of groups by name: per thread (on) or process wide."""
+    torch._C._distributed_c10d._set_thread_isolation_mode(on)  # type: ignore[attr-defined]  # not in torch's stub
 
 
 def enter_rank(st: RankState) -> None:
