@@ -24,6 +24,7 @@ permission refused, unreadable), 2 usage, 3 the runs kept changing.
 tools/kbthreads-dump (and pip's console script) runs main(); the ELF
 reading is the package's (elf.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,10 @@ def load_layout_module() -> ModuleType:
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             return module
-    raise DumpError("kbthreads-dump: kbthreads_gdb.py not found beside %s (a broken install?)"
-                    % os.path.dirname(os.path.abspath(__file__)))
+    raise DumpError(
+        "kbthreads-dump: kbthreads_gdb.py not found beside %s (a broken install?)"
+        % os.path.dirname(os.path.abspath(__file__))
+    )
 
 
 def proc_path(pid: int, *parts: str) -> str:
@@ -66,9 +69,10 @@ def proc_path(pid: int, *parts: str) -> str:
 
 
 def permission_error(pid: int, what: str) -> DumpError:
-    return DumpError("kbthreads-dump: permission denied reading %s of process %d: run it as the process's "
-                     "user, or as root when ptrace is restricted (/proc/sys/kernel/yama/ptrace_scope)"
-                     % (what, pid))
+    return DumpError(
+        "kbthreads-dump: permission denied reading %s of process %d: run it as the process's "
+        "user, or as root when ptrace is restricted (/proc/sys/kernel/yama/ptrace_scope)" % (what, pid)
+    )
 
 
 def read_maps(pid: int) -> list[tuple[int, int, str]]:
@@ -177,7 +181,9 @@ def test_sync() -> None:
         os.read(rfd, 1)
 
 
-def snapshot(mem: Memory, kb: ModuleType, head: int, gen_addr: int, reader: Any, retries: int) -> tuple[list[Any], list[Any]]:
+def snapshot(
+    mem: Memory, kb: ModuleType, head: int, gen_addr: int, reader: Any, retries: int
+) -> tuple[list[Any], list[Any]]:
     """The runs of one registry, read until the registry held still while
     they were read: (runs, [runs whose baton moved meanwhile])."""
     tries = 0
@@ -199,9 +205,12 @@ def snapshot(mem: Memory, kb: ModuleType, head: int, gen_addr: int, reader: Any,
             if not moved or tries >= retries:
                 return runs, moved
         if tries >= retries:
-            raise DumpError("kbthreads-dump: the live runs of process %d changed while they were read, %d "
-                            "time%s; try again, or stop the process first (kill -STOP %d; kill -CONT %d after)"
-                            % (mem.pid, tries + 1, "" if tries == 0 else "s", mem.pid, mem.pid), EXIT_CHANGING)
+            raise DumpError(
+                "kbthreads-dump: the live runs of process %d changed while they were read, %d "
+                "time%s; try again, or stop the process first (kill -STOP %d; kill -CONT %d after)"
+                % (mem.pid, tries + 1, "" if tries == 0 else "s", mem.pid, mem.pid),
+                EXIT_CHANGING,
+            )
         tries += 1
 
 
@@ -280,8 +289,10 @@ def dump(
     descriptors = find_descriptors(pid)
     name = thread_name(pid, pid) or "?"
     if not descriptors:
-        raise DumpError("kbthreads-dump: process %d (%s) does not use libkbthreads (no debug descriptor in "
-                        "its mapped files)" % (pid, name))
+        raise DumpError(
+            "kbthreads-dump: process %d (%s) does not use libkbthreads (no debug descriptor in "
+            "its mapped files)" % (pid, name)
+        )
     mem = Memory(pid, kb)
     read: list[tuple[str, tuple[list[Any], list[Any]]]] = []
     for addr, path in descriptors:
@@ -307,8 +318,10 @@ def dump(
             if r in moved:
                 out.append("  (the baton moved while this run was read: the states are from a few moments)")
             waits, colls = (r.ctx.sub(q, "queue").get("len") for q in ("waits", "colls"))
-            out.append("  pending: %d worker wait%s, %d collective%s"
-                       % (waits, "" if waits == 1 else "s", colls, "" if colls == 1 else "s"))
+            out.append(
+                "  pending: %d worker wait%s, %d collective%s"
+                % (waits, "" if waits == 1 else "s", colls, "" if colls == 1 else "s")
+            )
             if r.nprocs > 0:
                 table = rank_lines(pid, kb, r)
                 out.append(table[0])
@@ -319,15 +332,25 @@ def dump(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kbthreads-dump",
-                                 description="Print what every live libkbthreads spawn of a running process "
-                                             "is doing, without stopping it.")
+    ap = argparse.ArgumentParser(
+        prog="kbthreads-dump",
+        description="Print what every live libkbthreads spawn of a running process is doing, without stopping it.",
+    )
     ap.add_argument("pid", help="the process to read")
-    ap.add_argument("--retries", type=int, default=20,
-                    help="how many times to read again when the runs change meanwhile (default 20)")
-    ap.add_argument("--python-frames", type=int, default=20, metavar="N",
-                    help="in a Python process, the innermost N frames of each rank's Python stack under its "
-                         "row (default 20, at most %d; 0: none)" % rank_frames.MAX_FRAMES)
+    ap.add_argument(
+        "--retries",
+        type=int,
+        default=20,
+        help="how many times to read again when the runs change meanwhile (default 20)",
+    )
+    ap.add_argument(
+        "--python-frames",
+        type=int,
+        default=20,
+        metavar="N",
+        help="in a Python process, the innermost N frames of each rank's Python stack under its "
+        "row (default 20, at most %d; 0: none)" % rank_frames.MAX_FRAMES,
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         pid = int(args.pid)
@@ -349,4 +372,3 @@ def main(argv: list[str] | None = None) -> int:
         return e.code
     print("\n".join(lines))
     return 0
-

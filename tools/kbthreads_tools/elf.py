@@ -9,6 +9,7 @@ imports it to load the embedded kb commands (so gdb's own Python runs this
 module too). Standard library only. ELF64 little-endian only (the files libkbthreads is built into);
 anything else reads as "not an ELF file" (None).
 """
+
 from __future__ import annotations
 
 import struct
@@ -64,16 +65,15 @@ def read_elf(path: str) -> ElfFile | None:
             ehdr = f.read(_EHDR.size)
             if len(ehdr) < _EHDR.size or ehdr[:4] != b"\x7fELF" or ehdr[4] != 2 or ehdr[5] != 1:
                 return None
-            (_, e_type, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum,
-             shstrndx) = _EHDR.unpack(ehdr)
+            (_, e_type, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, shstrndx) = _EHDR.unpack(ehdr)
             if not shoff or shstrndx >= shnum:
                 return None
             f.seek(shoff)
-            shdrs = [_SHDR.unpack(f.read(shentsize)[:_SHDR.size]) for _ in range(shnum)]
+            shdrs = [_SHDR.unpack(f.read(shentsize)[: _SHDR.size]) for _ in range(shnum)]
             f.seek(shdrs[shstrndx][4])
             names = f.read(shdrs[shstrndx][5])
             f.seek(phoff)
-            phdrs = [_PHDR.unpack(f.read(phentsize)[:_PHDR.size]) for _ in range(phnum)]
+            phdrs = [_PHDR.unpack(f.read(phentsize)[: _PHDR.size]) for _ in range(phnum)]
     except (OSError, struct.error):
         return None
     sections = tuple(Section(_name(names, sh[0]), sh[3], sh[4], sh[5]) for sh in shdrs)

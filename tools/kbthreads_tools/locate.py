@@ -2,6 +2,7 @@
 """Where the gdb extension (gdb/kbthreads_gdb.py) is, seen from this
 package: the dump imports its layout code, the explorer's gdb script
 sources it when gdb did not auto-load it."""
+
 from __future__ import annotations
 
 import os

@@ -12,6 +12,7 @@ appends the binding's frames writer's output, between marker lines, to
 handler is not installed (the signal's default action would kill it): the
 process must map kbthreads' compiled part and catch the signal.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -27,8 +28,17 @@ STALL_SIGNAL = signal.SIGRTMIN + 3  # KB_STALL_SIGNAL (include/kbthreads.h)
 SI_QUEUE = -1
 BEGIN, END = "kbthreads-frames begin ", "kbthreads-frames end "
 # rt_tgsigqueueinfo, which glibc does not wrap (asm/unistd.h of each)
-_SYSCALLS = {"x86_64": 297, "aarch64": 240, "riscv64": 240, "i386": 335, "i686": 335, "armv7l": 363,
-             "ppc64le": 322, "ppc64": 322, "s390x": 330}
+_SYSCALLS = {
+    "x86_64": 297,
+    "aarch64": 240,
+    "riscv64": 240,
+    "i386": 335,
+    "i686": 335,
+    "armv7l": 363,
+    "ppc64le": 322,
+    "ppc64": 322,
+    "s390x": 330,
+}
 MAX_FRAMES = 0x7FFF  # what the request's value holds (src/rank_frames.c)
 NO_PYTHON = "no Python kbthreads in it"
 
@@ -42,8 +52,7 @@ class _Queued(ctypes.Structure):
 
 
 class _SigInfoHead(ctypes.Structure):
-    _fields_ = [("si_signo", ctypes.c_int), ("si_errno", ctypes.c_int), ("si_code", ctypes.c_int),
-                ("q", _Queued)]
+    _fields_ = [("si_signo", ctypes.c_int), ("si_errno", ctypes.c_int), ("si_code", ctypes.c_int), ("q", _Queued)]
 
 
 class _SigInfo(ctypes.Structure):  # the kernel's siginfo_t: 128 bytes
@@ -83,8 +92,9 @@ def _sender() -> Callable[[int, int, _SigInfo], int] | None:
     if nr is None:
         return None
     libc = ctypes.CDLL(None, use_errno=True)
-    return lambda pid, tid, info: libc.syscall(ctypes.c_long(nr), ctypes.c_int(pid), ctypes.c_int(tid),
-                                               ctypes.c_int(int(STALL_SIGNAL)), ctypes.byref(info))
+    return lambda pid, tid, info: libc.syscall(
+        ctypes.c_long(nr), ctypes.c_int(pid), ctypes.c_int(tid), ctypes.c_int(int(STALL_SIGNAL)), ctypes.byref(info)
+    )
 
 
 def ask(pid: int, tids: list[int], max_frames: int, timeout: float = 1.0) -> dict[int, list[str]]:
@@ -92,8 +102,7 @@ def ask(pid: int, tids: list[int], max_frames: int, timeout: float = 1.0) -> dic
     two spaces), or a line saying why there is none, for each of tids."""
     send = _sender()
     if send is None:
-        return {t: ["  Python stack: not read (rt_tgsigqueueinfo is unknown on %s)" % platform.machine()]
-                for t in tids}
+        return {t: ["  Python stack: not read (rt_tgsigqueueinfo is unknown on %s)" % platform.machine()] for t in tids}
     out: dict[int, list[str]] = {}
     silent = None  # the first thread that did not answer: the others are not asked
     with tempfile.TemporaryFile(mode="w+b") as f:
@@ -110,8 +119,10 @@ def ask(pid: int, tids: list[int], max_frames: int, timeout: float = 1.0) -> dic
             info.head.q.si_value.sival_int = value
             if send(pid, tid, info) != 0:
                 e = ctypes.get_errno()
-                out[tid] = ["  Python stack: not read (the signal could not be sent: %s)"
-                            % ("the thread is gone" if e == errno.ESRCH else os.strerror(e))]
+                out[tid] = [
+                    "  Python stack: not read (the signal could not be sent: %s)"
+                    % ("the thread is gone" if e == errno.ESRCH else os.strerror(e))
+                ]
                 continue
             begin, end = (BEGIN + str(tid) + "\n").encode(), (END + str(tid) + "\n").encode()
             deadline = time.monotonic() + timeout
@@ -121,13 +132,15 @@ def ask(pid: int, tids: list[int], max_frames: int, timeout: float = 1.0) -> dic
                 if at >= 0:
                     block = data[:at]
                     start = block.find(begin)
-                    block = block[start + len(begin):] if start >= 0 else block
+                    block = block[start + len(begin) :] if start >= 0 else block
                     out[tid] = [line for line in block.decode("utf-8", "replace").split("\n") if line]
                     done += at + len(end)
                     break
                 if time.monotonic() > deadline:
-                    out[tid] = ["  Python stack: not read (the thread did not answer within %g s: it blocks "
-                                "signal %d, or the process took that signal for itself)" % (timeout, STALL_SIGNAL)]
+                    out[tid] = [
+                        "  Python stack: not read (the thread did not answer within %g s: it blocks "
+                        "signal %d, or the process took that signal for itself)" % (timeout, STALL_SIGNAL)
+                    ]
                     silent = tid
                     break
                 time.sleep(0.002)

@@ -26,6 +26,7 @@ context, joining), _default (the default context, the exit hook), _dump
 stack in the library's reports), _loader (the compiled part), _driving,
 _args, _threads (internal helpers).
 """
+
 from __future__ import annotations
 
 from ._containers import CompletedSet, PendingCollectives, PendingWaits

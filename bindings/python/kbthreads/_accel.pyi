@@ -2,6 +2,7 @@
 """Types of kbthreads._accel (kbthreads/_accel*.c), the binding's only way
 into libkbthreads. Handle ids are ints (1 <= id < 2**64 - 1); process
 contexts travel as their address (an int)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -59,6 +60,7 @@ def features() -> int: ...
 def version() -> str: ...
 def strerror(code: int, /) -> str: ...
 def join(pc: int, timeout_ms: int, /) -> tuple[int, Report | None]: ...
+
 # SpawnStats's fields, in order (kb_spawn_stats).
 def process_context_stats(
     pc: int, /

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Argument coercion: integers through operator.index, as range() takes
 them; spawn's args; join's timeout."""
+
 from __future__ import annotations
 
 import operator
@@ -43,7 +44,9 @@ def _args_arg(args: Any) -> tuple[Any, ...]:
     try:
         return tuple(args)
     except TypeError:
-        raise TypeError(f"spawn: args must be a tuple (or another iterable of arguments), not {type(args).__name__}") from None
+        raise TypeError(
+            f"spawn: args must be a tuple (or another iterable of arguments), not {type(args).__name__}"
+        ) from None
 
 
 def _timeout_arg(timeout: Any) -> float | None:
@@ -56,4 +59,3 @@ def _timeout_arg(timeout: Any) -> float | None:
     if t != t:
         raise ValueError("join: timeout must be a number of seconds, not NaN")
     return t
-

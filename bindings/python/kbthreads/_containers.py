@@ -2,6 +2,7 @@
 """The pending queues and the completed set, as Python containers read
 from the library each time (ctx._pending_worker_waits,
 ctx.pending_collectives, ctx._completed)."""
+
 from __future__ import annotations
 
 import collections.abc
@@ -164,4 +165,3 @@ class CompletedSet(_Unsupported, collections.abc.Set[Any]):
 
     def __repr__(self) -> str:
         return "{" + ", ".join(repr(h) for h in self._snapshot()) + "}" if len(self) else "set()"
-

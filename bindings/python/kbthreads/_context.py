@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Context, a runtime context over a kb_ctx, and its spawn namespace
 (MultiprocessingNamespace, ctx.multiprocessing)."""
+
 from __future__ import annotations
 
 import inspect
@@ -179,7 +180,9 @@ class Context:
         SystemExit when the rank is cancelled, RuntimeError off a rank."""
         r = _accel.rank()
         if r < 0:
-            raise RuntimeError("Context.collective: called outside a rank (use pending_collectives.append on the driver)")
+            raise RuntimeError(
+                "Context.collective: called outside a rank (use pending_collectives.append on the driver)"
+            )
         if h in self.__completed:
             return
         self.__colls.append((h, r if sip_id is None else sip_id, meta))
@@ -259,10 +262,14 @@ class Context:
 
     # ---- spawning ----------------------------------------------------------------
     @overload
-    def spawn(self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: Literal[True] = True) -> None: ...
+    def spawn(
+        self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: Literal[True] = True
+    ) -> None: ...
 
     @overload
-    def spawn(self, fn: Callable[..., object], args: tuple[Any, ...], nprocs: int, join: Literal[False]) -> ProcessContext: ...
+    def spawn(
+        self, fn: Callable[..., object], args: tuple[Any, ...], nprocs: int, join: Literal[False]
+    ) -> ProcessContext: ...
 
     @overload
     def spawn(
@@ -270,9 +277,13 @@ class Context:
     ) -> ProcessContext: ...
 
     @overload
-    def spawn(self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None: ...
+    def spawn(
+        self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True
+    ) -> ProcessContext | None: ...
 
-    def spawn(self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None:
+    def spawn(
+        self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True
+    ) -> ProcessContext | None:
         """See MultiprocessingNamespace.spawn."""
         if not join:  # any falsy value, as torch.multiprocessing.spawn tests it
             return ProcessContext(start(self, fn, args, nprocs))
@@ -352,7 +363,9 @@ class MultiprocessingNamespace:
             raise TypeError("kbthreads: the spawn namespace needs a kbthreads.Context")
         self._ctx = ctx
 
-    def spawn(self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None:
+    def spawn(
+        self, fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True
+    ) -> ProcessContext | None:
         """Run ``fn(rank, *args)`` for ranks 0..nprocs-1, each on its own thread,
         one at a time in round-robin order, draining the pending queues after
         every round.
@@ -368,5 +381,3 @@ class MultiprocessingNamespace:
         (EAGAIN) naming the limit, before anything is allocated.
         """
         return self._ctx.spawn(fn, args, nprocs, join)
-
-

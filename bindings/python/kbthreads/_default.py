@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The module-level context kbthreads.spawn uses, and the exit hook that
 cancels spawns left live."""
+
 from __future__ import annotations
 
 import atexit
@@ -27,7 +28,9 @@ def default_context() -> Context:
         return _default
 
 
-def spawn(fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True) -> ProcessContext | None:
+def spawn(
+    fn: Callable[..., object], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True
+) -> ProcessContext | None:
     """``default_context().multiprocessing.spawn(fn, args, nprocs, join)``."""
     return default_context().spawn(fn, args, nprocs, join)
 
@@ -45,4 +48,3 @@ def _at_exit() -> None:
                 run.cancel()
             except Exception:  # pragma: no cover
                 pass
-

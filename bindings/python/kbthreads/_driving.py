@@ -2,6 +2,7 @@
 """Who may drive a context: the driver-side lock (_Guard), where freeing a
 process context or destroying a ctx is allowed (_may_drive), and the frees
 deferred until then."""
+
 from __future__ import annotations
 
 import threading
@@ -70,4 +71,3 @@ class _Guard:
             self.held = False
             self.ctx._lock.release()
         return False
-

@@ -16,6 +16,7 @@ importable (PYTHONPATH=bindings/python). Without it anywhere (this package
 copied alone), dump() writes the library's own table instead
 (kb_ctx_dump: each rank's state and Python stack), saying so.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -35,8 +36,7 @@ if TYPE_CHECKING:
 _THIS = os.path.abspath(__file__)
 _PACKAGE = os.path.dirname(_THIS)
 # The source tree's tools/kbthreads_tools, beside bindings/python/kbthreads.
-_SOURCE_TOOLS = os.path.normpath(os.path.join(os.path.realpath(_PACKAGE), "..", "..", "..", "tools",
-                                              "kbthreads_tools"))
+_SOURCE_TOOLS = os.path.normpath(os.path.join(os.path.realpath(_PACKAGE), "..", "..", "..", "tools", "kbthreads_tools"))
 
 
 def _stack_lines(frame: FrameType, max_frames: int, own: bool) -> list[str]:
@@ -70,8 +70,11 @@ def _ask(tids: list[int], max_frames: int) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for tid in tids:
         frame = frames.get(ident_of.get(tid, -1))
-        out[tid] = _stack_lines(frame, max_frames, tid == me) if frame is not None else \
-            ["  Python stack: none (this thread runs no Python code)"]
+        out[tid] = (
+            _stack_lines(frame, max_frames, tid == me)
+            if frame is not None
+            else ["  Python stack: none (this thread runs no Python code)"]
+        )
     return out
 
 
@@ -130,8 +133,10 @@ def _library_dump(why: str | None, ctx: Context | None) -> str:
         core = run.ctx._core
         if (ctx is None or run.ctx is ctx) and not run.done and core not in cores:
             cores.append(core)
-    text = [f"kbthreads.dump: the kbthreads_tools package is not found ({why}): the library's own table "
-            "follows (kbthreads-dump's needs kbthreads_tools)\n"]
+    text = [
+        f"kbthreads.dump: the kbthreads_tools package is not found ({why}): the library's own table "
+        "follows (kbthreads-dump's needs kbthreads_tools)\n"
+    ]
     if not cores:
         text.append("no live libkbthreads spawn\n")
     for core in cores:
@@ -145,6 +150,9 @@ def _library_dump(why: str | None, ctx: Context | None) -> str:
         finally:
             os.close(fd)
         # the calling thread's stack goes on into this module: cut there
-        text += [line for line in b"".join(chunks).decode("utf-8", "replace").splitlines(keepends=True)
-                 if f'"{_THIS}"' not in line]
+        text += [
+            line
+            for line in b"".join(chunks).decode("utf-8", "replace").splitlines(keepends=True)
+            if f'"{_THIS}"' not in line
+        ]
     return "".join(text)

@@ -4,6 +4,7 @@ KbError (a library call failed with a KB_E* code), SpawnException (ranks or
 the drain failed) and its SpawnStopped subclasses (the library stopped a
 spawn with ranks still live: SpawnTimeout, SpawnDiverged), RankFailure (a
 failure the library recorded without a Python exception)."""
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -58,10 +59,7 @@ class SpawnException(KbthreadsError, RuntimeError):
         first = next(iter(errors.items()), None)
         drain = ""
         if drain_error is not None:
-            drain = (
-                f": drain failed: engine wait for handle {drain_handle!r} "
-                f"({drain_phase}) raised {drain_error!r}"
-            )
+            drain = f": drain failed: engine wait for handle {drain_handle!r} ({drain_phase}) raised {drain_error!r}"
         msg = f"spawn failed on ranks {sorted(errors.keys())}" + drain
         if first is not None:
             msg += ("; " if drain else ": ") + f"rank {first[0]} raised {first[1]!r}"
@@ -119,4 +117,3 @@ class RankFailure(KbthreadsError):
     def __init__(self, code: int, message: str):
         self.code = code
         super().__init__(message)
-

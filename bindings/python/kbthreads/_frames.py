@@ -11,6 +11,7 @@ spawns, or opts out with KBTHREADS_PYTHON_FRAMES=0, is left alone. It costs
 nothing per operation: a sigaction each for FRAMES_SIGNAL and the
 library's KB_STALL_SIGNAL, one memfd, and a check of a flag at each spawn.
 """
+
 from __future__ import annotations
 
 import faulthandler

@@ -25,6 +25,7 @@ Only the main thread with Python's own SIGINT handler in place
 (``signal.default_int_handler``) takes part: a program with a handler of
 its own, or SIGINT ignored (a background job), keeps it.
 """
+
 from __future__ import annotations
 
 import math

@@ -7,6 +7,7 @@ pip-built package, has it compiled in). Which _accel, first match wins:
      extension built in that same tree (<build>/bindings/python/kbthreads/);
   3. the package's own (pip install, or make install).
 """
+
 from __future__ import annotations
 
 import importlib.machinery

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """A rank's object (Rank, the reference's greenlet for it; Worker is its
 old name) and the where-am-I queries a rank thread answers."""
+
 from __future__ import annotations
 
 import threading

@@ -2,6 +2,7 @@
 """One spawn's state, from kb_start to the freed process context: a
 rank's entry (_Run._entry, called by _accel's C entry on the rank's
 thread), joining in slices, and the exception a failed spawn raises."""
+
 from __future__ import annotations
 
 import sys
@@ -23,7 +24,12 @@ if TYPE_CHECKING:
 
 _RC_FAILED = 1  # what a rank returns to the library when its body raised
 _JOIN_SLICE_MS = 50  # the driver returns to Python this often (timeouts)
-_WHERE = {_accel.KB_AT_START: "start", _accel.KB_AT_YIELD: "yield", _accel.KB_AT_WAIT: "wait", _accel.KB_AT_BARRIER: "barrier"}
+_WHERE = {
+    _accel.KB_AT_START: "start",
+    _accel.KB_AT_YIELD: "yield",
+    _accel.KB_AT_WAIT: "wait",
+    _accel.KB_AT_BARRIER: "barrier",
+}
 
 
 def _is_greenlet_exit(e: BaseException) -> bool:
@@ -32,7 +38,6 @@ def _is_greenlet_exit(e: BaseException) -> bool:
     greenlet = sys.modules.get("greenlet")
     exit_type = getattr(greenlet, "GreenletExit", None)
     return isinstance(exit_type, type) and isinstance(e, exit_type)
-
 
 
 _live_runs: weakref.WeakSet[_Run] = weakref.WeakSet()
@@ -205,8 +210,9 @@ def spawn_error(ctx: Context, run: _Run, report: _accel.Report) -> tuple[BaseExc
     code, message, ranks, drain_code, drain_id, live, turn = report
     recorded = [(r, run.failures[r] if r in run.failures else RankFailure(c, m)) for r, c, m in ranks]
     if code != _accel.KB_ESPAWN:  # the library stopped ranks still live
-        where = [LiveRank(r, _WHERE.get(w, str(w)), ctx._handle(h) if w == _accel.KB_AT_WAIT else None)
-                 for r, w, h in live]
+        where = [
+            LiveRank(r, _WHERE.get(w, str(w)), ctx._handle(h) if w == _accel.KB_AT_WAIT else None) for r, w, h in live
+        ]
         if code == _accel.KB_ETIMEDOUT:
             return SpawnTimeout(message, where, dict(recorded)), None
         if code == _accel.KB_EDIVERGED:
@@ -229,4 +235,3 @@ def spawn_error(ctx: Context, run: _Run, report: _accel.Report) -> tuple[BaseExc
     errors = {r: e for r, e in recorded}
     exc = SpawnException(errors, drain_exc, drain_h, drain_phase)
     return exc, first
-

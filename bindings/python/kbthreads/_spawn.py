@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Starting a spawn (start) and what spawn(..., join=False) returns
 (ProcessContext)."""
+
 from __future__ import annotations
 
 import warnings
@@ -25,8 +26,7 @@ if TYPE_CHECKING:
 _PRECHECK_ABOVE = 1024
 
 _REPLAY_MISMATCH = (
-    "spawn: the replay file (KB_REPLAY) holds no recording of this spawn (another nprocs, or fewer spawns); "
-    "no rank ran"
+    "spawn: the replay file (KB_REPLAY) holds no recording of this spawn (another nprocs, or fewer spawns); no rank ran"
 )
 
 
@@ -102,8 +102,7 @@ class ProcessContext:
         # As Python does for an unclosed file: dropping a live spawn is a
         # resource left to the collector, and its ranks may never have run.
         warnings.warn(
-            f"unclosed {self!r}: its unfinished ranks are cancelled without running further "
-            "(join() or close() it)",
+            f"unclosed {self!r}: its unfinished ranks are cancelled without running further (join() or close() it)",
             ResourceWarning,
             stacklevel=1,  # (a finalizer: no caller's line to point at)
             source=self,

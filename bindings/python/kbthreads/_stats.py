@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """A spawn's statistics (kb_spawn_stats): ProcessContext.stats and
 Context.last_stats."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

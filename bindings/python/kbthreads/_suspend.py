@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The suspension points, kb_yield and kb_barrier, in C: they raise
 SystemExit when the rank is being cancelled, RuntimeError outside a rank."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -2,6 +2,7 @@
 """Naming a rank thread for Python's threading module (and so logging's
 threadName): the library made the thread, so threading only knows it as
 a dummy thread."""
+
 from __future__ import annotations
 
 import threading
@@ -32,4 +33,3 @@ def _forget_python_thread(t: threading.Thread | None) -> None:
                 del active[t.ident]
     except Exception:  # pragma: no cover - threading internals changed
         pass
-

@@ -8,6 +8,7 @@ found in tools/ beside bindings/.
 The schedule-file API stays importable from here: read_schedule(path)
 and Section (kbthreads_tools.explore.schedule_file).
 """
+
 from __future__ import annotations
 
 import os

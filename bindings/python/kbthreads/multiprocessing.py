@@ -6,6 +6,7 @@ import of ``SpawnException`` / ``_MultiprocessingNamespace`` can switch to
 The reference's ``_drain_pending(ctx)`` has no counterpart: the library
 drains after every round on its own.
 """
+
 from ._context import MultiprocessingNamespace
 from ._errors import SpawnException
 

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 """python3 -m kbthreads_tools.explore: kbthreads-explore."""
+
 from __future__ import annotations
 
 import sys

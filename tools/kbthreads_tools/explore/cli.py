@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The command line: kbthreads-explore [options] -- COMMAND, and
 kbthreads-explore merge SHARD_DIR...."""
+
 from __future__ import annotations
 
 import argparse
@@ -109,13 +110,22 @@ def shard_spec(text: str) -> tuple[int, int]:
 
 
 def add_common_options(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--out", default="kbthreads-explore-out", metavar="DIR",
-                   help=f"where {what} (default ./kbthreads-explore-out)")
-    p.add_argument("--jobs", type=positive_int, default=None, metavar="N",
-                   help="runs (and shrinking replays) at once, at most (default: the CPUs this process may use); "
-                   "the outcome does not depend on it")
-    p.add_argument("--gdb", action="store_true",
-                   help="open the shrunk failing schedule under gdb, stopped at its first turn out of rank order")
+    p.add_argument(
+        "--out", default="kbthreads-explore-out", metavar="DIR", help=f"where {what} (default ./kbthreads-explore-out)"
+    )
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="runs (and shrinking replays) at once, at most (default: the CPUs this process may use); "
+        "the outcome does not depend on it",
+    )
+    p.add_argument(
+        "--gdb",
+        action="store_true",
+        help="open the shrunk failing schedule under gdb, stopped at its first turn out of rank order",
+    )
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -131,9 +141,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--runs", type=positive_int, default=None, metavar="N",
-                   help="schedules to try, at most (default 100; --strategy delay: no cap, every schedule within "
-                   "--delays)")
+    p.add_argument(
+        "--runs",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="schedules to try, at most (default 100; --strategy delay: no cap, every schedule within --delays)",
+    )
     p.add_argument(
         "--strategy",
         choices=("pct", "seeded", "exhaustive", "delay"),
@@ -144,8 +158,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--depth", type=positive_int, default=3, metavar="D", help="the PCT bug depth: D-1 priority changes (default 3)"
     )
     p.add_argument(
-        "--delays", type=positive_int, default=None, metavar="D",
-        help="--strategy delay: every schedule with at most D delays (default 2)"
+        "--delays",
+        type=positive_int,
+        default=None,
+        metavar="D",
+        help="--strategy delay: every schedule with at most D delays (default 2)",
     )
     p.add_argument(
         "--timeout",
@@ -159,13 +176,24 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         action="store_true",
         help="a run whose stdout differs from the baseline's fails too",
     )
-    p.add_argument("--shard", type=shard_spec, metavar="K/N",
-                   help="explore only the K-th of N disjoint parts of the runs, do not shrink, write DIR/result.json "
-                   "for `merge`")
-    p.add_argument("--until-stale", type=positive_int, metavar="M",
-                   help="stop when M runs in a row added no new schedule (with --shard: applied by merge)")
-    p.add_argument("--time-budget", type=positive_float, metavar="SECONDS",
-                   help="stop starting runs this long after the baseline and report what ran (shrinking still runs)")
+    p.add_argument(
+        "--shard",
+        type=shard_spec,
+        metavar="K/N",
+        help="explore only the K-th of N disjoint parts of the runs, do not shrink, write DIR/result.json for `merge`",
+    )
+    p.add_argument(
+        "--until-stale",
+        type=positive_int,
+        metavar="M",
+        help="stop when M runs in a row added no new schedule (with --shard: applied by merge)",
+    )
+    p.add_argument(
+        "--time-budget",
+        type=positive_float,
+        metavar="SECONDS",
+        help="stop starting runs this long after the baseline and report what ran (shrinking still runs)",
+    )
     add_common_options(p, "recordings, outputs, the result file and the shrunk schedule go")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]", help="the program to explore")
     return p

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Coverage: distinct schedules and the orders tried per round index."""
+
 from __future__ import annotations
 
 import hashlib
@@ -64,15 +65,27 @@ class Coverage:
         for (si, ri), seen in sorted(self.first.items()):
             if seen:
                 exist = math.factorial(max(ranks for _, ranks in seen.values()))
-                rows.append({"spawn": si + 1, "round": ri + 1, "tried": len(seen), "exist": exist,
-                             "capped": len(seen) >= ORDERS_CAP and exist > ORDERS_CAP})
+                rows.append(
+                    {
+                        "spawn": si + 1,
+                        "round": ri + 1,
+                        "tried": len(seen),
+                        "exist": exist,
+                        "capped": len(seen) >= ORDERS_CAP and exist > ORDERS_CAP,
+                    }
+                )
         return rows
 
     def to_json(self) -> dict[str, Any]:
-        return {"distinct_schedules": len(self.schedules), "runs_in_a_row_with_nothing_new": self.stale,
-                "rounds": self.rounds(),
-                "orders": [{"spawn": si + 1, "round": ri + 1, "first": {k: list(v) for k, v in seen.items()}}
-                           for (si, ri), seen in sorted(self.first.items())]}
+        return {
+            "distinct_schedules": len(self.schedules),
+            "runs_in_a_row_with_nothing_new": self.stale,
+            "rounds": self.rounds(),
+            "orders": [
+                {"spawn": si + 1, "round": ri + 1, "first": {k: list(v) for k, v in seen.items()}}
+                for (si, ri), seen in sorted(self.first.items())
+            ],
+        }
 
 
 def exist_text(n: int) -> str:

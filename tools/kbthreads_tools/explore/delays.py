@@ -15,6 +15,7 @@ or after its last delay (the turns before it are the same in both runs):
 so extending every run of level k by `extensions` enumerates level k + 1,
 each schedule once.
 """
+
 from __future__ import annotations
 
 import re

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """One exploration: the baseline, the planned runs, the result file, the
 report."""
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ from .schedule_file import Section, read_schedule, schedule_digest
 from .strategies import Planned, schedules, shard_of
 
 
-def run_baseline(args: argparse.Namespace, runner: Runner, out: str,
-                 complain: Callable[[str], None]) -> list[Section] | None:
+def run_baseline(
+    args: argparse.Namespace, runner: Runner, out: str, complain: Callable[[str], None]
+) -> list[Section] | None:
     """The round-robin run, recorded in DIR/baseline.schedule: its
     recording, or None (said why) when it cannot run, fails or recorded no
     spawn. With --compare-output its stdout becomes the runner's reference."""
@@ -58,8 +60,10 @@ def run_baseline(args: argparse.Namespace, runner: Runner, out: str,
         # schedule ignores KB_SCHED_DELAYS, and no level would mean anything
         for i, s in enumerate(baseline, start=1):
             if s.schedule != "round-robin":
-                complain(f"--strategy delay: spawn {i} of {args.command[0]} runs the schedule its code chose "
-                         f"({s.schedule}), not round-robin: it would ignore KB_SCHED_DELAYS")
+                complain(
+                    f"--strategy delay: spawn {i} of {args.command[0]} runs the schedule its code chose "
+                    f"({s.schedule}), not round-robin: it would ignore KB_SCHED_DELAYS"
+                )
                 return None
     if args.compare_output:
         with open(base + ".out", "rb") as f:
@@ -80,8 +84,9 @@ def plan_runs(args: argparse.Namespace, baseline: list[Section], complain: Calla
     return plan
 
 
-def result_json(args: argparse.Namespace, opts: Options, baseline: list[Section], plan: list[Planned],
-                explored: Explored) -> dict[str, Any]:
+def result_json(
+    args: argparse.Namespace, opts: Options, baseline: list[Section], plan: list[Planned], explored: Explored
+) -> dict[str, Any]:
     """DIR/result.json's content (what merge reads back)."""
     failing = explored.failure
     recording = None
@@ -104,17 +109,26 @@ def result_json(args: argparse.Namespace, opts: Options, baseline: list[Section]
     }
 
 
-def say_shard(say: Callable[[str], None], args: argparse.Namespace, out: str, plan: list[Planned],
-              explored: Explored) -> int:
+def say_shard(
+    say: Callable[[str], None], args: argparse.Namespace, out: str, plan: list[Planned], explored: Explored
+) -> int:
     """A shard's one line: it neither reports nor shrinks (merge does)."""
     failing = explored.failure
     k, n = args.shard
-    what = f"failure at run {failing.number} ({failing.outcome.text}), not shrunk: merge shrinks it" \
-        if failing else "no failure"
-    of = f"of {len(plan)}" if explored.delays is None else \
-        f"(levels 1 to {len(explored.delays.levels)} of its part, numbered in its own order)"
-    say(f"shard {k}/{n}: tried {plural(len(explored.committed), 'run')} {of}, {what}; "
-        f"result in {os.path.join(out, RESULT_FILE)}")
+    what = (
+        f"failure at run {failing.number} ({failing.outcome.text}), not shrunk: merge shrinks it"
+        if failing
+        else "no failure"
+    )
+    of = (
+        f"of {len(plan)}"
+        if explored.delays is None
+        else f"(levels 1 to {len(explored.delays.levels)} of its part, numbered in its own order)"
+    )
+    say(
+        f"shard {k}/{n}: tried {plural(len(explored.committed), 'run')} {of}, {what}; "
+        f"result in {os.path.join(out, RESULT_FILE)}"
+    )
     # whether the exploration covered its bound is merge's to say (status 3)
     return EXIT_FOUND if failing else EXIT_NONE_FOUND
 
@@ -131,8 +145,17 @@ def explore(args: argparse.Namespace, say: Callable[[str], None], complain: Call
     plan = [] if delay else plan_runs(args, baseline, complain)
     if not plan and not delay:
         return EXIT_USAGE
-    opts = Options(args.command, args.strategy, args.runs, args.depth, args.timeout, args.compare_output,
-                   args.until_stale, args.time_budget, args.delays if delay else None)
+    opts = Options(
+        args.command,
+        args.strategy,
+        args.runs,
+        args.depth,
+        args.timeout,
+        args.compare_output,
+        args.until_stale,
+        args.time_budget,
+        args.delays if delay else None,
+    )
     coverage = Coverage()
     coverage.add(0, schedule_digest(baseline), orders_of(baseline), is_run=False)
     if args.shard:

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The gdb side: DIR/replay.gdb, which replays the shrunk schedule and stops
 at its first turn out of rank order, and the gdb command that runs it."""
+
 from __future__ import annotations
 
 import os
@@ -130,8 +131,17 @@ def write_gdb_script(path: str, shrunk: str, recorded: list[Section]) -> bool:
             f.write(f"unset environment {name}\n")
         f.write(f"set environment KB_REPLAY {shrunk}\n")
         f.write("python\n")
-        f.write(GDB_STOP % {"spawn": spawn, "round": rnd, "rank": rank, "turn": turn,
-                            "scripts": gdb_extension_paths(), "tools": IMPORT_DIR})
+        f.write(
+            GDB_STOP
+            % {
+                "spawn": spawn,
+                "round": rnd,
+                "rank": rank,
+                "turn": turn,
+                "scripts": gdb_extension_paths(),
+                "tools": IMPORT_DIR,
+            }
+        )
         f.write("end\nrun\n")
     return True
 

@@ -18,6 +18,7 @@ its own order and keeps at most --runs of them; merge puts every shard's
 schedules of a level in delay order, numbers them as one exploration would
 have, and applies --runs, --until-stale and the shards' time budgets.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,12 @@ class Level:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Level:
-        return Level(int(d["level"]), int(d["schedules"]), int(d["ran"]),
-                     [tuple((int(s), int(t)) for s, t in delays) for delays in d.get("not_run", [])])
+        return Level(
+            int(d["level"]),
+            int(d["schedules"]),
+            int(d["ran"]),
+            [tuple((int(s), int(t)) for s, t in delays) for delays in d.get("not_run", [])],
+        )
 
 
 @dataclass
@@ -66,12 +71,18 @@ class DelayLevels:
 
 def planned(delays: Delays, number: int, level: int, expand: bool) -> Planned:
     value = env_value(delays)
-    return Planned(number, f"level {level}, KB_SCHED_DELAYS={value}", {"KB_SCHED_DELAYS": value}, delays, level,
-                   expand)
+    return Planned(number, f"level {level}, KB_SCHED_DELAYS={value}", {"KB_SCHED_DELAYS": value}, delays, level, expand)
 
 
-def run_levels(args: argparse.Namespace, runner: Runner, out: str, baseline: list[Section], jobs: int,
-               deadline: float | None, committer: Committer) -> tuple[DelayLevels, str]:
+def run_levels(
+    args: argparse.Namespace,
+    runner: Runner,
+    out: str,
+    baseline: list[Section],
+    jobs: int,
+    deadline: float | None,
+    committer: Committer,
+) -> tuple[DelayLevels, str]:
     """Levels 1 to --delays, each run in full before the next is planned,
     until a failure, --runs runs (this process's), the time budget or
     --until-stale stops it, or a level holds no schedule (every schedule
@@ -181,6 +192,7 @@ def renumber_orders(saved: list[dict[str, Any]], numbers: dict[int, int]) -> lis
 
 # ---- what the levels guarantee ------------------------------------------------------
 
+
 @dataclass
 class Guarantee:
     complete: int  # every schedule with at most this many delays ran, none failed
@@ -199,18 +211,21 @@ def guarantee(dl: DelayLevels, stopped: str, opts: Options) -> Guarantee:
     nxt = dl.levels[complete] if complete < len(dl.levels) else None
     exhausted = (nxt is not None and nxt.schedules == 0) or (nxt is None and dl.beyond == 0)
     cut = nxt if nxt is not None and nxt.schedules > 0 else None
-    why = {
-        "failure": "stopped at the failure",
-        "runs": f"cut short by --runs {opts.runs}",
-        "time": f"cut short by the time budget ({opts.time_budget:g} s)" if opts.time_budget else "cut short",
-        "stale": f"cut short by --until-stale {opts.until_stale}",
-    }.get(stopped, "") if cut else ""
+    why = (
+        {
+            "failure": "stopped at the failure",
+            "runs": f"cut short by --runs {opts.runs}",
+            "time": f"cut short by the time budget ({opts.time_budget:g} s)" if opts.time_budget else "cut short",
+            "stale": f"cut short by --until-stale {opts.until_stale}",
+        }.get(stopped, "")
+        if cut
+        else ""
+    )
     return Guarantee(complete, schedules, exhausted, cut, why)
 
 
 def guarantee_text(g: Guarantee) -> str:
-    text = (f"every schedule with at most {plural(g.complete, 'delay')} was run: {g.schedules} of them, "
-            "none failed")
+    text = f"every schedule with at most {plural(g.complete, 'delay')} was run: {g.schedules} of them, none failed"
     if g.exhausted:
         text += f"; that is every schedule of the program (none has more than {plural(g.complete, 'delay')})"
     return text
@@ -220,16 +235,21 @@ def level_lines(dl: DelayLevels, stopped: str, opts: Options) -> list[str]:
     """The report's lines on the levels: the runs of each, the guarantee,
     and the level cut short (or the first one not tried)."""
     g = guarantee(dl, stopped, opts)
-    per = ", ".join(["level 0: 1 (the baseline)"] + [f"level {lv.level}: {lv.ran} of {lv.schedules}"
-                                                     for lv in dl.levels])
+    per = ", ".join(
+        ["level 0: 1 (the baseline)"] + [f"level {lv.level}: {lv.ran} of {lv.schedules}" for lv in dl.levels]
+    )
     lines = [f"delays: runs per level: {per}", f"delays: {guarantee_text(g)}"]
     if g.cut is not None:
-        lines.append(f"delays: level {g.cut.level} {g.why}: {g.cut.ran} of its {plural(g.cut.schedules, 'schedule')} "
-                     f"{'was' if g.cut.ran == 1 else 'were'} run")
+        lines.append(
+            f"delays: level {g.cut.level} {g.why}: {g.cut.ran} of its {plural(g.cut.schedules, 'schedule')} "
+            f"{'was' if g.cut.ran == 1 else 'were'} run"
+        )
     elif not g.exhausted and g.complete == dl.max_delays:
         beyond = "" if dl.beyond is None else f": level {dl.max_delays + 1} holds {plural(dl.beyond, 'schedule')}"
-        lines.append(f"delays: schedules with more than {plural(dl.max_delays, 'delay')} were not tried "
-                     f"(--delays {dl.max_delays}){beyond}")
+        lines.append(
+            f"delays: schedules with more than {plural(dl.max_delays, 'delay')} were not tried "
+            f"(--delays {dl.max_delays}){beyond}"
+        )
     return lines
 
 
@@ -243,8 +263,9 @@ def levels_json(dl: DelayLevels, stopped: str, opts: Options, with_not_run: bool
         "complete_schedules": g.schedules,
         "every_schedule": g.exhausted,
         "guarantee": guarantee_text(g),
-        "cut": None if g.cut is None else {"level": g.cut.level, "ran": g.cut.ran, "schedules": g.cut.schedules,
-                                           "why": g.why},
+        "cut": None
+        if g.cut is None
+        else {"level": g.cut.level, "ran": g.cut.ran, "schedules": g.cut.schedules, "why": g.why},
     }
 
 

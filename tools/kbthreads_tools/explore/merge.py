@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """merge: the shards' result files turned into the report one exploration
 would have given."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,9 @@ def load_result(d: str) -> dict[str, Any]:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except FileNotFoundError:
-        raise MergeError(f"{d}: no {RESULT_FILE} (not the --out directory of a kbthreads-explore --shard run)") from None
+        raise MergeError(
+            f"{d}: no {RESULT_FILE} (not the --out directory of a kbthreads-explore --shard run)"
+        ) from None
     except (OSError, ValueError) as e:
         raise MergeError(f"{path}: unreadable: {e}") from e
     if not isinstance(data, dict) or data.get("format") != RESULT_FORMAT:
@@ -55,26 +58,42 @@ def merge_results(dirs: list[str]) -> tuple[list[tuple[str, dict[str, Any]]], Op
     for d, r in loaded:
         k, rn = r["shard"]
         if rn != n:
-            raise MergeError(f"{d} is shard {k}/{rn} and {first_dir} shard {first['shard'][0]}/{n}: "
-                             "shards of different --shard N do not merge")
+            raise MergeError(
+                f"{d} is shard {k}/{rn} and {first_dir} shard {first['shard'][0]}/{n}: "
+                "shards of different --shard N do not merge"
+            )
         for name in MERGED_OPTIONS:
             if r["options"].get(name) != first["options"].get(name):
-                raise MergeError(f"{d} was explored with other options than {first_dir}: "
-                                 f"{option_text(name, r['options'].get(name))}, not "
-                                 f"{option_text(name, first['options'].get(name))}")
+                raise MergeError(
+                    f"{d} was explored with other options than {first_dir}: "
+                    f"{option_text(name, r['options'].get(name))}, not "
+                    f"{option_text(name, first['options'].get(name))}"
+                )
         if r["baseline"]["schedule"] != first["baseline"]["schedule"]:
-            raise MergeError(f"{d}: its baseline ran another schedule than {first_dir}'s "
-                             "(is the program deterministic?)")
+            raise MergeError(
+                f"{d}: its baseline ran another schedule than {first_dir}'s (is the program deterministic?)"
+            )
         if k in seen:
             raise MergeError(f"shard {k}/{n} given twice: {seen[k]} and {d}")
         seen[k] = d
     missing = [k for k in range(1, n + 1) if k not in seen]
     if missing:
-        raise MergeError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(f'{k}/{n}' for k in missing)} "
-                         f"missing: merge needs all {n}")
+        raise MergeError(
+            f"shard{'s' if len(missing) > 1 else ''} {', '.join(f'{k}/{n}' for k in missing)} "
+            f"missing: merge needs all {n}"
+        )
     o = first["options"]
-    opts = Options(list(o["command"]), o["strategy"], o["runs"], o["depth"], o["timeout"], o["compare_output"],
-                   o["until_stale"], o.get("time_budget"), o.get("delays"))
+    opts = Options(
+        list(o["command"]),
+        o["strategy"],
+        o["runs"],
+        o["depth"],
+        o["timeout"],
+        o["compare_output"],
+        o["until_stale"],
+        o.get("time_budget"),
+        o.get("delays"),
+    )
     return loaded, opts
 
 
@@ -122,8 +141,14 @@ def merge(args: argparse.Namespace, say: Callable[[str], None], complain: Callab
     return finish(args, say, complain, opts, explored, first)
 
 
-def finish(args: argparse.Namespace, say: Callable[[str], None], complain: Callable[[str], None], opts: Options,
-           explored: Explored, first: dict[str, Any]) -> int:
+def finish(
+    args: argparse.Namespace,
+    say: Callable[[str], None],
+    complain: Callable[[str], None],
+    opts: Options,
+    explored: Explored,
+    first: dict[str, Any],
+) -> int:
     """The merged exploration's report, then its failure shrunk."""
     report(say, opts, explored)
     failing = explored.failure

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """What an exploration prints: the summary, and the shrunk failure with the
 commands that replay it."""
+
 from __future__ import annotations
 
 import os
@@ -53,12 +54,21 @@ def report(say: Callable[[str], None], opts: Options, explored: Explored) -> Non
         say(line)
     say(f"coverage: the last {plural(cov.stale, 'run')} in a row found no new schedule")
     if failing is None and cut_short(opts.strategy, explored.stopped):
-        say(f"incomplete: stopped before the bound it was asked to cover (exit status {EXIT_CUT_SHORT}); "
-            "without --runs, --time-budget and --until-stale it runs to the bound")
+        say(
+            f"incomplete: stopped before the bound it was asked to cover (exit status {EXIT_CUT_SHORT}); "
+            "without --runs, --time-budget and --until-stale it runs to the bound"
+        )
 
 
-def finish_failure(say: Callable[[str], None], runner: Runner, out: str, failing: RunResult, jobs: int,
-                   command: list[str], open_gdb: bool) -> int:
+def finish_failure(
+    say: Callable[[str], None],
+    runner: Runner,
+    out: str,
+    failing: RunResult,
+    jobs: int,
+    command: list[str],
+    open_gdb: bool,
+) -> int:
     """Shrink the failing run and print how to replay it, alone and in gdb."""
     original = os.path.join(out, "original.schedule")
     shutil.copyfile(failing.prefix + ".schedule", original)
@@ -67,13 +77,16 @@ def finish_failure(say: Callable[[str], None], runner: Runner, out: str, failing
         say(f"the failing run recorded no round (it failed before its first); see {original}")
         return EXIT_FOUND
     if failing.delays is not None:
-        result = shrink_delays(runner, out, recorded, failing.outcome, jobs, failing.delays,
-                               failing_level_note(failing))
+        result = shrink_delays(
+            runner, out, recorded, failing.outcome, jobs, failing.delays, failing_level_note(failing)
+        )
     else:
         result = shrink(runner, out, recorded, failing.outcome, jobs)
     if not result.reproduced:
-        say(f"replaying the failing schedule did not fail the same way (is the program deterministic?); "
-            f"{result.path} holds it unshrunk")
+        say(
+            f"replaying the failing schedule did not fail the same way (is the program deterministic?); "
+            f"{result.path} holds it unshrunk"
+        )
     diff = differing_rounds(result.recorded)
     total = sum(len(s.rounds) for s in result.recorded)
     say(
@@ -88,8 +101,11 @@ def finish_failure(say: Callable[[str], None], runner: Runner, out: str, failing
         say(f"  ... and {len(diff) - 50} more (see {result.path})")
     if result.delays is not None and failing.delays is not None:
         kept, was = len(result.delays), len(failing.delays)
-        why = "none can be dropped: every schedule with fewer delays passed" if kept == was else \
-            f"{plural(was - kept, 'delay')} of {was} dropped"
+        why = (
+            "none can be dropped: every schedule with fewer delays passed"
+            if kept == was
+            else f"{plural(was - kept, 'delay')} of {was} dropped"
+        )
         say(f"shrunk to {plural(kept, 'delay')}: {describe(result.delays, len(result.recorded) > 1)} ({why})")
     say(f"wrote {original} (the failing run's recording) and {result.path}")
     say(f"replay: KB_REPLAY={shlex.quote(result.path)} {shlex.join(command)}")
@@ -100,8 +116,10 @@ def finish_failure(say: Callable[[str], None], runner: Runner, out: str, failing
         gdb = gdb_command(script, command)
         say(f"debug: {shlex.join(gdb)}")
         if is_script(gdb[gdb.index("--args") + 1]):
-            say(f"  (gdb runs programs, not scripts: give {command[0]}'s interpreter by its path, "
-                "e.g. -- /usr/bin/python3 prog.py)")
+            say(
+                f"  (gdb runs programs, not scripts: give {command[0]}'s interpreter by its path, "
+                "e.g. -- /usr/bin/python3 prog.py)"
+            )
         if open_gdb:
             sys.stdout.flush()
             subprocess.run(gdb, cwd=runner.cwd)

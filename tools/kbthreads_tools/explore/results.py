@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The result of an exploration: exit statuses, the --out directory, the
 result file and the options it records."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Running the command: one run in its own process group, its outcome."""
+
 from __future__ import annotations
 
 import os
@@ -66,7 +67,12 @@ class Runner:
         env.update(env_extra)
         with open(prefix + ".out", "wb") as out, open(prefix + ".err", "wb") as err:
             proc = subprocess.Popen(
-                self.command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, start_new_session=True,
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=env,
+                start_new_session=True,
                 cwd=self.cwd,
             )
             with self.lock:

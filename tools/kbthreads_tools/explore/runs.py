@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Running the plan: up to --jobs runs at once, committed in number order."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -41,8 +42,13 @@ class RunResult:
     nchildren: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        d = {"run": self.number, "label": self.label, "outcome": self.outcome.to_json(),
-             "schedule": self.digest, "output": self.prefix}
+        d = {
+            "run": self.number,
+            "label": self.label,
+            "outcome": self.outcome.to_json(),
+            "schedule": self.digest,
+            "output": self.prefix,
+        }
         if self.delays is not None:
             d.update(delays=[list(x) for x in self.delays], level=self.level, extensions=self.nchildren)
         return d
@@ -50,8 +56,18 @@ class RunResult:
     @staticmethod
     def from_json(d: dict[str, Any]) -> RunResult:
         delays = tuple((int(s), int(t)) for s, t in d["delays"]) if "delays" in d else None
-        return RunResult(int(d["run"]), str(d["label"]), Outcome.from_json(d["outcome"]), str(d["schedule"]),
-                         None, str(d["output"]), delays, int(d.get("level", 0)), None, int(d.get("extensions", 0)))
+        return RunResult(
+            int(d["run"]),
+            str(d["label"]),
+            Outcome.from_json(d["outcome"]),
+            str(d["schedule"]),
+            None,
+            str(d["output"]),
+            delays,
+            int(d.get("level", 0)),
+            None,
+            int(d.get("extensions", 0)),
+        )
 
 
 @dataclass
@@ -101,8 +117,9 @@ def run_one(runner: Runner, out: str, p: Planned) -> RunResult:
     return r
 
 
-def run_all(runner: Runner, out: str, plan: list[Planned], jobs: int, deadline: float | None,
-            committer: Committer) -> str:
+def run_all(
+    runner: Runner, out: str, plan: list[Planned], jobs: int, deadline: float | None, committer: Committer
+) -> str:
     """Run the plan, up to jobs at once, started in number order and
     committed in number order; when the committer stops, the runs above
     its last are killed and forgotten. Returns why it stopped."""
@@ -120,8 +137,7 @@ def run_all(runner: Runner, out: str, plan: list[Planned], jobs: int, deadline: 
                     committer.stopped = "time"
                 break
             wait = None if deadline is None or committer.stopped else max(0.0, deadline - time.monotonic())
-            finished, _ = concurrent.futures.wait(running, timeout=wait,
-                                                  return_when=concurrent.futures.FIRST_COMPLETED)
+            finished, _ = concurrent.futures.wait(running, timeout=wait, return_when=concurrent.futures.FIRST_COMPLETED)
             for f in finished:
                 results[running.pop(f)] = f.result()
             while not committer.stopped and done_upto in results:

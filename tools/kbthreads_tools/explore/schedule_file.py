@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Schedule files: the recordings KB_RECORD writes and the (partial)
 schedules KB_REPLAY reads."""
+
 from __future__ import annotations
 
 import hashlib

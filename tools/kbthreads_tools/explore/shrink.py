@@ -3,6 +3,7 @@
 then delta debugging, each candidate replayed as a partial schedule; a
 failing schedule of delays (--strategy delay) by delta debugging over its
 delays, each candidate replayed through KB_SCHED_DELAYS."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -34,8 +35,16 @@ class Shrinker:
     budget and the reported count do not depend on --jobs); with jobs > 1
     the next candidates are replayed at once, ahead of need."""
 
-    def __init__(self, runner: Runner, out: str, original: list[Section], failure: Outcome, jobs: int,
-                 budget: int = SHRINK_BUDGET, known: Callable[[Sequence[Any]], bool | None] | None = None):
+    def __init__(
+        self,
+        runner: Runner,
+        out: str,
+        original: list[Section],
+        failure: Outcome,
+        jobs: int,
+        budget: int = SHRINK_BUDGET,
+        known: Callable[[Sequence[Any]], bool | None] | None = None,
+    ):
         self.runner, self.out, self.original, self.failure = runner, out, original, failure
         self.jobs, self.budget = jobs, budget
         # what is known of a candidate without a replay (True fails, False
@@ -119,8 +128,11 @@ class DelayShrinker(Shrinker):
         return {"KB_SCHED_DELAYS": env_value(tuple(keep))}
 
 
-def ddmin(items: list[Any], first_failing: Callable[[Iterable[list[Any]]], int | None],
-          exhausted: Callable[[], bool] = lambda: False) -> list[Any]:
+def ddmin(
+    items: list[Any],
+    first_failing: Callable[[Iterable[list[Any]]], int | None],
+    exhausted: Callable[[], bool] = lambda: False,
+) -> list[Any]:
     """Zeller's delta debugging: a 1-minimal sublist of items that fails
     (items is assumed to). Each step's candidates, every chunk then (with
     more than two chunks) its complement, in turn, go to first_failing."""
@@ -209,8 +221,15 @@ def shrink(runner: Runner, out: str, original: list[Section], failure: Outcome, 
     return Shrunk(path, len(s.tried), reproduced, read_schedule(prefix + ".recorded"))
 
 
-def shrink_delays(runner: Runner, out: str, original: list[Section], failure: Outcome, jobs: int, delays: Delays,
-                  known: Callable[[Sequence[Any]], bool | None]) -> Shrunk:
+def shrink_delays(
+    runner: Runner,
+    out: str,
+    original: list[Section],
+    failure: Outcome,
+    jobs: int,
+    delays: Delays,
+    known: Callable[[Sequence[Any]], bool | None],
+) -> Shrunk:
     """Drop what delays of a failing schedule it can (delta debugging over
     them; `known` answers the candidates an exploration already settled),
     after one replay that checks it fails again. DIR/shrunk.schedule is

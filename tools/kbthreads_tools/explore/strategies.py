@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Strategies: the runs an exploration plans (pct, seeded, exhaustive; delay
 plans a level at a time: levels.py), and a shard's part of them."""
+
 from __future__ import annotations
 
 import math

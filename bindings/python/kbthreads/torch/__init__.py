@@ -29,6 +29,7 @@ whole story.
 
 Importing this module imports torch (``import kbthreads`` does not).
 """
+
 from __future__ import annotations
 
 try:

@@ -11,6 +11,7 @@ returns a Work, and, for the last member to arrive, checks the calls and
 computes every member's result (``_ops.py``). ``Work.wait()`` parks the
 rank until the drain completed the collective and copies its result into
 its outputs."""
+
 from __future__ import annotations
 
 import collections
@@ -126,18 +127,35 @@ class KbProcessGroup(dist.ProcessGroup):
         return f"KbProcessGroup(group={self._info.name!r} rank={self._grank} size={self.size()})"
 
     # ---- the meeting ---------------------------------------------------------------
-    def _call(self, kind: str, inputs: Any, *, dtype: str | None, shapes: tuple[Any, ...], numel: int, nbytes: int,
-              op: str | None = None, root: int | None = None, extra: Any = None) -> Call:
+    def _call(
+        self,
+        kind: str,
+        inputs: Any,
+        *,
+        dtype: str | None,
+        shapes: tuple[Any, ...],
+        numel: int,
+        nbytes: int,
+        op: str | None = None,
+        root: int | None = None,
+        extra: Any = None,
+    ) -> Call:
         timing = self._table.timing
         t = timing.arrive(self._global) if timing is not None else None
         return Call(kind, self._global, dtype, shapes, op, root, call_site(), numel, nbytes, inputs, extra, t)
 
-    def _meet(self, call: Call, check: Callable[[Sequence[Call]], str | None],
-              compute: Callable[[list[Call]], dict[int, Any]], finish: Callable[[Any], Any]) -> KbWork:
+    def _meet(
+        self,
+        call: Call,
+        check: Callable[[Sequence[Call]], str | None],
+        compute: Callable[[list[Call]], dict[int, Any]],
+        finish: Callable[[Any], Any],
+    ) -> KbWork:
         """Arrive with call; the Work waits for the drain, then finish(result)."""
         if call.root is not None and not 0 <= call.root < self.size():
-            raise ValueError(f"kbthreads.torch: {call.kind}: root {call.root} is not a rank of this group "
-                             f"(size {self.size()})")
+            raise ValueError(
+                f"kbthreads.torch: {call.kind}: root {call.root} is not a rank of this group (size {self.size()})"
+            )
         seq = self._seq
         self._seq += 1
         table = self._table
@@ -146,9 +164,11 @@ class KbProcessGroup(dist.ProcessGroup):
             why = check(calls)
             if why is None:
                 return None
-            return (f"kbthreads.torch: mismatched collective #{seq} on group {self._info.name!r} "
-                    f"(ranks {self._info.ranks}): {why}\n" + "\n".join(
-                        f"  rank {self._info.ranks[i]}: {c.describe()}" for i, c in enumerate(calls)))
+            return (
+                f"kbthreads.torch: mismatched collective #{seq} on group {self._info.name!r} "
+                f"(ranks {self._info.ranks}): {why}\n"
+                + "\n".join(f"  rank {self._info.ranks[i]}: {c.describe()}" for i, c in enumerate(calls))
+            )
 
         m = table.arrive(self._info, seq, self._grank, call, checked, compute)
         what = f"{call.describe()} (collective #{seq} on group {self._info.name!r})"
@@ -178,9 +198,15 @@ class KbProcessGroup(dist.ProcessGroup):
         ts = self._tensors(tensors, "all_reduce's tensor")
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         name, factor = self._reduce_op(op, ts[0].dtype)
-        call = self._call("all_reduce", [_live(t) for t in ts], dtype=_dtype(ts[0]),
-                          shapes=tuple(tuple(t.shape) for t in ts), numel=sum(t.numel() for t in ts),
-                          nbytes=sum(t.numel() * t.element_size() for t in ts), op=name)
+        call = self._call(
+            "all_reduce",
+            [_live(t) for t in ts],
+            dtype=_dtype(ts[0]),
+            shapes=tuple(tuple(t.shape) for t in ts),
+            numel=sum(t.numel() for t in ts),
+            nbytes=sum(t.numel() * t.element_size() for t in ts),
+            op=name,
+        )
 
         def compute(calls: list[Call]) -> dict[int, Any]:
             res = [_ops.reduce([c.inputs[i] for c in calls], name, factor) for i in range(len(ts))]
@@ -200,9 +226,15 @@ class KbProcessGroup(dist.ProcessGroup):
         ts = self._tensors(tensors, "broadcast's tensor")
         root = opts.rootRank if opts is not None else 0
         me = self._grank == root
-        call = self._call("broadcast", [_snap(t) for t in ts] if me else None, dtype=_dtype(ts[0]),
-                          shapes=tuple(tuple(t.shape) for t in ts), numel=sum(t.numel() for t in ts) if me else 0,
-                          nbytes=sum(t.numel() * t.element_size() for t in ts) if me else 0, root=root)
+        call = self._call(
+            "broadcast",
+            [_snap(t) for t in ts] if me else None,
+            dtype=_dtype(ts[0]),
+            shapes=tuple(tuple(t.shape) for t in ts),
+            numel=sum(t.numel() for t in ts) if me else 0,
+            nbytes=sum(t.numel() * t.element_size() for t in ts) if me else 0,
+            root=root,
+        )
 
         def compute(calls: list[Call]) -> dict[int, Any]:
             return {g: calls[root].inputs for g in range(len(calls))}
@@ -220,9 +252,16 @@ class KbProcessGroup(dist.ProcessGroup):
         root = opts.rootRank if opts is not None else 0
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         name, factor = self._reduce_op(op, ts[0].dtype)
-        call = self._call("reduce", [_live(t) for t in ts], dtype=_dtype(ts[0]),
-                          shapes=tuple(tuple(t.shape) for t in ts), numel=sum(t.numel() for t in ts),
-                          nbytes=sum(t.numel() * t.element_size() for t in ts), op=name, root=root)
+        call = self._call(
+            "reduce",
+            [_live(t) for t in ts],
+            dtype=_dtype(ts[0]),
+            shapes=tuple(tuple(t.shape) for t in ts),
+            numel=sum(t.numel() for t in ts),
+            nbytes=sum(t.numel() * t.element_size() for t in ts),
+            op=name,
+            root=root,
+        )
 
         def compute(calls: list[Call]) -> dict[int, Any]:
             res = [_ops.reduce([c.inputs[i] for c in calls], name, factor) for i in range(len(ts))]
@@ -243,11 +282,18 @@ class KbProcessGroup(dist.ProcessGroup):
         n = self.size()
         for outs in output_lists:
             if len(outs) != n:
-                raise ValueError(f"kbthreads.torch: all_gather's output list has {len(outs)} tensors for a group of {n}")
+                raise ValueError(
+                    f"kbthreads.torch: all_gather's output list has {len(outs)} tensors for a group of {n}"
+                )
             self._tensors(outs, "all_gather's output")
-        call = self._call("all_gather", [_snap(t) for t in ins], dtype=_dtype(ins[0]),
-                          shapes=tuple(tuple(t.shape) for t in ins), numel=sum(t.numel() for t in ins),
-                          nbytes=sum(t.numel() * t.element_size() for t in ins))
+        call = self._call(
+            "all_gather",
+            [_snap(t) for t in ins],
+            dtype=_dtype(ins[0]),
+            shapes=tuple(tuple(t.shape) for t in ins),
+            numel=sum(t.numel() for t in ins),
+            nbytes=sum(t.numel() * t.element_size() for t in ins),
+        )
 
         def compute(calls: list[Call]) -> dict[int, Any]:
             return {g: [c.inputs for c in calls] for g in range(len(calls))}
@@ -260,14 +306,20 @@ class KbProcessGroup(dist.ProcessGroup):
 
         return self._meet(call, _same, compute, finish)
 
-    def allgather_coalesced(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor],
-                            opts: Any = None) -> KbWork:
+    def allgather_coalesced(
+        self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
+    ) -> KbWork:
         n = self.size()
         # torch's layout here: output_lists[rank][i] receives rank's inputs[i]
         ins = self._tensors(inputs, "all_gather_coalesced's input")
-        call = self._call("all_gather_coalesced", [_snap(t) for t in ins], dtype=_dtype(ins[0]),
-                          shapes=tuple(tuple(t.shape) for t in ins), numel=sum(t.numel() for t in ins),
-                          nbytes=sum(t.numel() * t.element_size() for t in ins))
+        call = self._call(
+            "all_gather_coalesced",
+            [_snap(t) for t in ins],
+            dtype=_dtype(ins[0]),
+            shapes=tuple(tuple(t.shape) for t in ins),
+            numel=sum(t.numel() for t in ins),
+            nbytes=sum(t.numel() * t.element_size() for t in ins),
+        )
         if len(output_lists) != n:
             raise ValueError(f"kbthreads.torch: all_gather_coalesced needs {n} output lists")
 
@@ -287,12 +339,20 @@ class KbProcessGroup(dist.ProcessGroup):
         _check_tensor(input, "all_gather_into_tensor's input")
         n = self.size()
         if output.numel() != n * input.numel():
-            raise ValueError(f"kbthreads.torch: all_gather_into_tensor: output has {output.numel()} elements, "
-                             f"needs {n} x {input.numel()}")
+            raise ValueError(
+                f"kbthreads.torch: all_gather_into_tensor: output has {output.numel()} elements, "
+                f"needs {n} x {input.numel()}"
+            )
         if output.dtype != input.dtype:
             raise ValueError("kbthreads.torch: all_gather_into_tensor: output and input dtypes differ")
-        call = self._call("all_gather_into_tensor", _live(input), dtype=_dtype(input), shapes=(tuple(input.shape),),
-                          numel=input.numel(), nbytes=input.numel() * input.element_size())
+        call = self._call(
+            "all_gather_into_tensor",
+            _live(input),
+            dtype=_dtype(input),
+            shapes=(tuple(input.shape),),
+            numel=input.numel(),
+            nbytes=input.numel() * input.element_size(),
+        )
 
         def compute(calls: list[Call]) -> dict[int, Any]:
             flat = torch.cat([c.inputs.reshape(-1) for c in calls])
@@ -325,9 +385,15 @@ class KbProcessGroup(dist.ProcessGroup):
             if len(output_lists) != 1 or len(output_lists[0]) != n:
                 raise ValueError(f"kbthreads.torch: gather's root needs a list of {n} output tensors")
             self._tensors(output_lists[0], "gather's output")
-        call = self._call("gather", [_snap(t) for t in ins], dtype=_dtype(ins[0]),
-                          shapes=tuple(tuple(t.shape) for t in ins), numel=sum(t.numel() for t in ins),
-                          nbytes=sum(t.numel() * t.element_size() for t in ins), root=root)
+        call = self._call(
+            "gather",
+            [_snap(t) for t in ins],
+            dtype=_dtype(ins[0]),
+            shapes=tuple(tuple(t.shape) for t in ins),
+            numel=sum(t.numel() for t in ins),
+            nbytes=sum(t.numel() * t.element_size() for t in ins),
+            root=root,
+        )
 
         def compute(calls: list[Call]) -> dict[int, Any]:
             return {g: ([c.inputs[0] for c in calls] if g == root else None) for g in range(len(calls))}
@@ -351,10 +417,15 @@ class KbProcessGroup(dist.ProcessGroup):
             if len(input_lists) != 1 or len(input_lists[0]) != n:
                 raise ValueError(f"kbthreads.torch: scatter's root needs a list of {n} input tensors")
             ins = self._tensors(input_lists[0], "scatter's input")
-        call = self._call("scatter", [_snap(t) for t in ins] if me else None, dtype=_dtype(outs[0]),
-                          shapes=tuple(tuple(t.shape) for t in outs),
-                          numel=sum(t.numel() for t in ins) if me else 0,
-                          nbytes=sum(t.numel() * t.element_size() for t in ins) if me else 0, root=root)
+        call = self._call(
+            "scatter",
+            [_snap(t) for t in ins] if me else None,
+            dtype=_dtype(outs[0]),
+            shapes=tuple(tuple(t.shape) for t in outs),
+            numel=sum(t.numel() for t in ins) if me else 0,
+            nbytes=sum(t.numel() * t.element_size() for t in ins) if me else 0,
+            root=root,
+        )
 
         def compute(calls: list[Call]) -> dict[int, Any]:
             return {g: calls[root].inputs[g] for g in range(len(calls))}
@@ -375,9 +446,15 @@ class KbProcessGroup(dist.ProcessGroup):
         ins = self._tensors(input_lists[0], "reduce_scatter's input")
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         name, factor = self._reduce_op(op, ins[0].dtype)
-        call = self._call("reduce_scatter", [_live(t) for t in ins], dtype=_dtype(ins[0]),
-                          shapes=tuple(tuple(t.shape) for t in ins), numel=sum(t.numel() for t in ins),
-                          nbytes=sum(t.numel() * t.element_size() for t in ins), op=name)
+        call = self._call(
+            "reduce_scatter",
+            [_live(t) for t in ins],
+            dtype=_dtype(ins[0]),
+            shapes=tuple(tuple(t.shape) for t in ins),
+            numel=sum(t.numel() for t in ins),
+            nbytes=sum(t.numel() * t.element_size() for t in ins),
+            op=name,
+        )
 
         def compute(calls: list[Call]) -> dict[int, Any]:
             return {g: _ops.reduce([c.inputs[g] for c in calls], name, factor) for g in range(len(calls))}
@@ -394,12 +471,21 @@ class KbProcessGroup(dist.ProcessGroup):
         _check_tensor(input, "reduce_scatter_tensor's input")
         n = self.size()
         if input.numel() != n * output.numel():
-            raise ValueError(f"kbthreads.torch: reduce_scatter_tensor: input has {input.numel()} elements, "
-                             f"needs {n} x {output.numel()}")
+            raise ValueError(
+                f"kbthreads.torch: reduce_scatter_tensor: input has {input.numel()} elements, "
+                f"needs {n} x {output.numel()}"
+            )
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         name, factor = self._reduce_op(op, input.dtype)
-        call = self._call("reduce_scatter_tensor", _live(input), dtype=_dtype(input), shapes=(tuple(input.shape),),
-                          numel=input.numel(), nbytes=input.numel() * input.element_size(), op=name)
+        call = self._call(
+            "reduce_scatter_tensor",
+            _live(input),
+            dtype=_dtype(input),
+            shapes=(tuple(input.shape),),
+            numel=input.numel(),
+            nbytes=input.numel() * input.element_size(),
+            op=name,
+        )
 
         def compute(calls: list[Call]) -> dict[int, Any]:
             parts = [c.inputs.reshape(-1).chunk(n) for c in calls]
@@ -428,16 +514,24 @@ class KbProcessGroup(dist.ProcessGroup):
             raise ValueError(f"kbthreads.torch: all_to_all needs {n} input and {n} output tensors")
         outs = self._tensors(outputs, "all_to_all's output")
         ins = self._tensors(inputs, "all_to_all's input")
-        call = self._call("all_to_all", [_snap(t) for t in ins], dtype=_dtype(ins[0]), shapes=(),
-                          numel=sum(t.numel() for t in ins), nbytes=sum(t.numel() * t.element_size() for t in ins),
-                          extra=[tuple(t.shape) for t in outs])
+        call = self._call(
+            "all_to_all",
+            [_snap(t) for t in ins],
+            dtype=_dtype(ins[0]),
+            shapes=(),
+            numel=sum(t.numel() for t in ins),
+            nbytes=sum(t.numel() * t.element_size() for t in ins),
+            extra=[tuple(t.shape) for t in outs],
+        )
 
         def sizes_agree(calls: Sequence[Call]) -> str | None:
             for i, ci in enumerate(calls):
                 for j, cj in enumerate(calls):
                     if tuple(cj.inputs[i].shape) != ci.extra[j]:
-                        return (f"rank {self._info.ranks[j]} sends {list(cj.inputs[i].shape)} to rank "
-                                f"{self._info.ranks[i]}, which expects {list(ci.extra[j])}")
+                        return (
+                            f"rank {self._info.ranks[j]} sends {list(cj.inputs[i].shape)} to rank "
+                            f"{self._info.ranks[i]}, which expects {list(ci.extra[j])}"
+                        )
             return None
 
         def compute(calls: list[Call]) -> dict[int, Any]:
@@ -450,34 +544,53 @@ class KbProcessGroup(dist.ProcessGroup):
 
         return self._meet(call, lambda cs: _same(cs, sizes_agree), compute, finish)
 
-    def alltoall_base(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list[int] | None,
-                      input_split_sizes: list[int] | None, opts: Any = None) -> KbWork:
+    def alltoall_base(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,
+        output_split_sizes: list[int] | None,
+        input_split_sizes: list[int] | None,
+        opts: Any = None,
+    ) -> KbWork:
         _check_tensor(output, "all_to_all_single's output")
         _check_tensor(input, "all_to_all_single's input")
         n = self.size()
         for what, t, s in (("input", input, input_split_sizes), ("output", output, output_split_sizes)):
             if s:
                 if len(s) != n or any(x < 0 for x in s):
-                    raise ValueError(f"kbthreads.torch: all_to_all_single: {what}_split_sizes {list(s)} "
-                                     f"needs {n} sizes >= 0")
+                    raise ValueError(
+                        f"kbthreads.torch: all_to_all_single: {what}_split_sizes {list(s)} needs {n} sizes >= 0"
+                    )
                 if sum(s) != (t.shape[0] if t.dim() else 1):
-                    raise ValueError(f"kbthreads.torch: all_to_all_single: {what}_split_sizes add up to {sum(s)}, "
-                                     f"the {what} has {t.shape[0] if t.dim() else 1} rows")
+                    raise ValueError(
+                        f"kbthreads.torch: all_to_all_single: {what}_split_sizes add up to {sum(s)}, "
+                        f"the {what} has {t.shape[0] if t.dim() else 1} rows"
+                    )
             elif t.dim() and t.shape[0] % n:
-                raise ValueError(f"kbthreads.torch: all_to_all_single: the {what}'s {t.shape[0]} rows do not "
-                                 f"divide among {n} ranks")
+                raise ValueError(
+                    f"kbthreads.torch: all_to_all_single: the {what}'s {t.shape[0]} rows do not divide among {n} ranks"
+                )
         pieces = _ops.chunks(_snap(input), input_split_sizes, n)
         want = [tuple(p.shape) for p in _ops.chunks(output, output_split_sizes, n)]
-        call = self._call("all_to_all_single", pieces, dtype=_dtype(input), shapes=(tuple(input.shape[1:]),),
-                          numel=input.numel(), nbytes=input.numel() * input.element_size(), extra=want)
+        call = self._call(
+            "all_to_all_single",
+            pieces,
+            dtype=_dtype(input),
+            shapes=(tuple(input.shape[1:]),),
+            numel=input.numel(),
+            nbytes=input.numel() * input.element_size(),
+            extra=want,
+        )
 
         def sizes_agree(calls: Sequence[Call]) -> str | None:
             for i, ci in enumerate(calls):
                 for j, cj in enumerate(calls):
                     if tuple(cj.inputs[i].shape) != ci.extra[j]:
-                        return (f"rank {self._info.ranks[j]} sends {cj.inputs[i].shape[0] if cj.inputs[i].dim() else 1}"
-                                f" rows to rank {self._info.ranks[i]}, which expects "
-                                f"{ci.extra[j][0] if ci.extra[j] else 1}")
+                        return (
+                            f"rank {self._info.ranks[j]} sends {cj.inputs[i].shape[0] if cj.inputs[i].dim() else 1}"
+                            f" rows to rank {self._info.ranks[i]}, which expects "
+                            f"{ci.extra[j][0] if ci.extra[j] else 1}"
+                        )
             return None
 
         def compute(calls: list[Call]) -> dict[int, Any]:
@@ -553,8 +666,14 @@ class _Mailbox:
 
     def post(self, pg: KbProcessGroup, src: int, dst: int, tag: int, t: torch.Tensor) -> None:
         info = pg._info
-        call = pg._call("send", _snap(t), dtype=_dtype(t), shapes=(tuple(t.shape),), numel=t.numel(),
-                        nbytes=t.numel() * t.element_size())
+        call = pg._call(
+            "send",
+            _snap(t),
+            dtype=_dtype(t),
+            shapes=(tuple(t.shape),),
+            numel=t.numel(),
+            nbytes=t.numel() * t.element_size(),
+        )
         for k, (key, m, holder) in enumerate(self.waiting):
             if key[0] == info.key and key[2] == dst and key[3] == tag and key[1] in (src, None):
                 del self.waiting[k]
@@ -570,8 +689,15 @@ class _Mailbox:
         pg._p2p_seq[(src, tag)] += 1
         m = Meeting(info, seq)
         holder: dict[str, Any] = {"t": t, "src": src}
-        recv_call = pg._call("recv", None, dtype=_dtype(t), shapes=(tuple(t.shape),), numel=t.numel(),
-                             nbytes=t.numel() * t.element_size(), root=src)
+        recv_call = pg._call(
+            "recv",
+            None,
+            dtype=_dtype(t),
+            shapes=(tuple(t.shape),),
+            numel=t.numel(),
+            nbytes=t.numel() * t.element_size(),
+            root=src,
+        )
         m.calls[dst] = recv_call
         found = None
         for key, q in self.sent.items():
@@ -604,8 +730,10 @@ class _Mailbox:
         holder["src"] = src
         info = pg._info
         if call.dtype != _dtype(t) or call.numel != t.numel():
-            m.error = (f"kbthreads.torch: mismatched send/recv on group {info.name!r}: rank {info.ranks[src]} "
-                       f"sends {call.describe()}; rank {info.ranks[dst]} receives {m.calls[dst].describe()}")
+            m.error = (
+                f"kbthreads.torch: mismatched send/recv on group {info.name!r}: rank {info.ranks[src]} "
+                f"sends {call.describe()}; rank {info.ranks[dst]} receives {m.calls[dst].describe()}"
+            )
             self.table.epoch += 1
             return
         data = call.inputs

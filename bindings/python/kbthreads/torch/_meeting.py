@@ -13,6 +13,7 @@ brought (copies, or for reductions the tensors themselves), combining ranks in g
 one entry to the context's collective queue; the drain completes it through
 the engine, and each member copies its result out when it waits.
 """
+
 from __future__ import annotations
 
 import os

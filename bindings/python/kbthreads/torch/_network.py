@@ -10,6 +10,7 @@ nodes runs hierarchically where the algorithm allows (all-reduce:
 reduce-scatter inside each node, all-reduce across nodes, all-gather inside
 each node) and otherwise at the inter-node link's cost.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,10 @@ _ALGORITHMS = ("ring", "tree")
 
 def _positive(name: str, v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        raise ValueError(f"kbthreads.torch.Network: {name} must be a positive finite number of "
-                         f"{'seconds' if 'latency' in name else 'bytes per second'}, not {v!r}")
+        raise ValueError(
+            f"kbthreads.torch.Network: {name} must be a positive finite number of "
+            f"{'seconds' if 'latency' in name else 'bytes per second'}, not {v!r}"
+        )
     return float(v)
 
 
@@ -55,9 +58,16 @@ class Network:
     == s // ranks_per_node, and ``inter_latency`` / ``inter_bandwidth`` (both
     required) price links between nodes."""
 
-    def __init__(self, latency: float, bandwidth: float, *, ranks_per_node: int | None = None,
-                 inter_latency: float | None = None, inter_bandwidth: float | None = None,
-                 allreduce: str = "ring") -> None:
+    def __init__(
+        self,
+        latency: float,
+        bandwidth: float,
+        *,
+        ranks_per_node: int | None = None,
+        inter_latency: float | None = None,
+        inter_bandwidth: float | None = None,
+        allreduce: str = "ring",
+    ) -> None:
         self.intra = Link(_latency("latency", latency), _positive("bandwidth", bandwidth))
         if allreduce not in _ALGORITHMS:
             raise ValueError(f"kbthreads.torch.Network: allreduce must be one of {_ALGORITHMS}, not {allreduce!r}")
@@ -71,16 +81,20 @@ class Network:
             if isinstance(ranks_per_node, bool) or not isinstance(ranks_per_node, int) or ranks_per_node < 1:
                 raise ValueError(f"kbthreads.torch.Network: ranks_per_node must be an int >= 1, not {ranks_per_node!r}")
             if inter_latency is None or inter_bandwidth is None:
-                raise ValueError("kbthreads.torch.Network: a two-level topology (ranks_per_node) needs "
-                                 "inter_latency and inter_bandwidth")
+                raise ValueError(
+                    "kbthreads.torch.Network: a two-level topology (ranks_per_node) needs "
+                    "inter_latency and inter_bandwidth"
+                )
             self.ranks_per_node = ranks_per_node
             self.inter = Link(_latency("inter_latency", inter_latency), _positive("inter_bandwidth", inter_bandwidth))
 
     def __repr__(self) -> str:
         s = f"Network(latency={self.intra.latency!r}, bandwidth={self.intra.bandwidth!r}"
         if self.ranks_per_node is not None:
-            s += (f", ranks_per_node={self.ranks_per_node}, inter_latency={self.inter.latency!r}, "
-                  f"inter_bandwidth={self.inter.bandwidth!r}")
+            s += (
+                f", ranks_per_node={self.ranks_per_node}, inter_latency={self.inter.latency!r}, "
+                f"inter_bandwidth={self.inter.bandwidth!r}"
+            )
         return s + f", allreduce={self.allreduce!r})"
 
     # ---- topology -------------------------------------------------------------------------------
@@ -152,8 +166,11 @@ class Network:
             nodes = self._nodes(ranks)
             if len(nodes) > 1 and self.ranks_per_node is not None:
                 k = max(len(v) for v in nodes.values())
-                return (self.ring_reduce_scatter(self.intra, k, n) + self._allreduce_flat(self.inter, len(nodes), n / k)
-                        + self.ring_allgather(self.intra, k, n / k))
+                return (
+                    self.ring_reduce_scatter(self.intra, k, n)
+                    + self._allreduce_flat(self.inter, len(nodes), n / k)
+                    + self.ring_allgather(self.intra, k, n / k)
+                )
             return self._allreduce_flat(link, p, n)
         if kind in ("all_gather", "all_gather_into_tensor", "all_gather_coalesced"):
             return self.ring_allgather(link, p, max(nb))

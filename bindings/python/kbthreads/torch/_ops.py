@@ -3,6 +3,7 @@
 order: pure functions of snapshots, so a result never depends on when a
 rank arrived. Reductions fold left in rank order, ((x0 op x1) op x2) ...,
 which is what a sequential loop over the ranks computes."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

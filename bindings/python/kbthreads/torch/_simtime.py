@@ -20,6 +20,7 @@ anything took on this machine (with the FLOP model):
 
 docs/torch-time.md has the model, its formulas and what it leaves out.
 """
+
 from __future__ import annotations
 
 import html
@@ -85,18 +86,25 @@ def compute_model(device_flops: float | None, compute: Any, cpu_factor: float) -
     if compute == "flops":
         if device_flops is None:
             return "none", lambda r, f, c: 0.0
-        if isinstance(device_flops, bool) or not isinstance(device_flops, (int, float)) or not device_flops > 0 \
-                or device_flops == float("inf"):
-            raise ValueError(f"kbthreads.torch.spawn: device_flops must be a positive number of FLOP/s, "
-                             f"not {device_flops!r}")
+        if (
+            isinstance(device_flops, bool)
+            or not isinstance(device_flops, (int, float))
+            or not device_flops > 0
+            or device_flops == float("inf")
+        ):
+            raise ValueError(
+                f"kbthreads.torch.spawn: device_flops must be a positive number of FLOP/s, not {device_flops!r}"
+            )
         rate = float(device_flops)
         return "flops", lambda r, f, c: f / rate
     if compute == "cpu_time":
         if isinstance(cpu_factor, bool) or not isinstance(cpu_factor, (int, float)) or not cpu_factor >= 0:
             raise ValueError(f"kbthreads.torch.spawn: cpu_factor must be a number >= 0, not {cpu_factor!r}")
         return "cpu_time", lambda r, f, c: c * cpu_factor
-    raise ValueError(f"kbthreads.torch.spawn: compute must be 'flops', 'cpu_time' or a function "
-                     f"(rank, flops, cpu_seconds) -> seconds, not {compute!r}")
+    raise ValueError(
+        f"kbthreads.torch.spawn: compute must be 'flops', 'cpu_time' or a function "
+        f"(rank, flops, cpu_seconds) -> seconds, not {compute!r}"
+    )
 
 
 @dataclass
@@ -234,17 +242,28 @@ class Timing:
     def summary(self) -> dict[str, Any]:
         ranks = {}
         for c in self.clocks:
-            ranks[c.rank] = {"time": c.t, "compute": c.compute, "communication": c.comm,
-                             "exposed_communication": c.exposed, "hidden_communication": max(0.0, c.comm - c.exposed),
-                             "idle": c.idle, "flops": c.flops}
+            ranks[c.rank] = {
+                "time": c.t,
+                "compute": c.compute,
+                "communication": c.comm,
+                "exposed_communication": c.exposed,
+                "hidden_communication": max(0.0, c.comm - c.exposed),
+                "idle": c.idle,
+                "flops": c.flops,
+            }
         kinds: dict[str, dict[str, Any]] = {}
         for rec in self.order:
             k = kinds.setdefault(rec.meta.kind, {"count": 0, "bytes": 0, "time": 0.0})
             k["count"] += 1
             k["bytes"] += rec.meta.total_bytes
             k["time"] += rec.end - rec.start
-        return {"time": max((c.t for c in self.clocks), default=0.0), "ranks": ranks, "collectives": kinds,
-                "network": repr(self.network), "compute": self.compute_name}
+        return {
+            "time": max((c.t for c in self.clocks), default=0.0),
+            "ranks": ranks,
+            "collectives": kinds,
+            "network": repr(self.network),
+            "compute": self.compute_name,
+        }
 
     def trace(self) -> dict[str, Any]:
         """Chrome trace events: one process per rank (thread 0 the rank's
@@ -257,21 +276,54 @@ class Timing:
             ev.append({"ph": "M", "name": "thread_name", "pid": c.rank, "tid": 0, "args": {"name": "rank"}})
             ev.append({"ph": "M", "name": "thread_name", "pid": c.rank, "tid": 1, "args": {"name": "collectives"}})
         for rank, tid, name, s, e, args in self.spans:
-            ev.append({"ph": "X", "name": name, "cat": "compute" if name == "compute" else "wait", "pid": rank,
-                       "tid": tid, "ts": s * us, "dur": (e - s) * us, "args": args})
+            ev.append(
+                {
+                    "ph": "X",
+                    "name": name,
+                    "cat": "compute" if name == "compute" else "wait",
+                    "pid": rank,
+                    "tid": tid,
+                    "ts": s * us,
+                    "dur": (e - s) * us,
+                    "args": args,
+                }
+            )
         for i, rec in enumerate(self.order):
             m = rec.meta
             members = [m.root, m.peer] if m.kind == "send" else list(m.ranks)
             args = {"group": m.group, "seq": m.seq, "bytes": m.total_bytes, "dtype": m.dtype, "op": m.op}
             for r in members:
-                ev.append({"ph": "X", "name": m.kind, "cat": "collective", "pid": r, "tid": 1, "ts": rec.start * us,
-                           "dur": (rec.end - rec.start) * us, "args": args})
+                ev.append(
+                    {
+                        "ph": "X",
+                        "name": m.kind,
+                        "cat": "collective",
+                        "pid": r,
+                        "tid": 1,
+                        "ts": rec.start * us,
+                        "dur": (rec.end - rec.start) * us,
+                        "args": args,
+                    }
+                )
             for a, b in zip(members, members[1:]):
                 ev.append({"ph": "s", "id": i, "name": m.kind, "cat": "flow", "pid": a, "tid": 1, "ts": rec.start * us})
-                ev.append({"ph": "f", "bp": "e", "id": i, "name": m.kind, "cat": "flow", "pid": b, "tid": 1,
-                           "ts": rec.start * us})
-        return {"traceEvents": ev, "displayTimeUnit": "ns", "otherData": {"network": repr(self.network),
-                                                                            "compute": self.compute_name}}
+                ev.append(
+                    {
+                        "ph": "f",
+                        "bp": "e",
+                        "id": i,
+                        "name": m.kind,
+                        "cat": "flow",
+                        "pid": b,
+                        "tid": 1,
+                        "ts": rec.start * us,
+                    }
+                )
+        return {
+            "traceEvents": ev,
+            "displayTimeUnit": "ns",
+            "otherData": {"network": repr(self.network), "compute": self.compute_name},
+        }
 
     def svg(self, width: int = 1000) -> str:
         """A Gantt chart of the ranks' clocks (compute green, idle grey,
@@ -284,34 +336,51 @@ class Timing:
         def x(t: float) -> float:
             return left + (width - left - 10) * t / total
 
-        out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" font-family="sans-serif" '
-               f'font-size="11">', f'<text x="{left}" y="16">simulated time, {total * 1e3:.4g} ms in all</text>']
+        out = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" font-family="sans-serif" '
+            f'font-size="11">',
+            f'<text x="{left}" y="16">simulated time, {total * 1e3:.4g} ms in all</text>',
+        ]
         colours = {"compute": "#4caf50", "idle": "#bdbdbd"}
         for rank, _tid, name, s, e, _a in self.spans:
             y = top + rank * row
             col = colours.get(name, "#e53935")
-            out.append(f'<rect x="{x(s):.2f}" y="{y}" width="{max(0.5, x(e) - x(s)):.2f}" height="12" fill="{col}">'
-                       f'<title>{html.escape(name)} {s * 1e6:.3f}-{e * 1e6:.3f} us</title></rect>')
+            out.append(
+                f'<rect x="{x(s):.2f}" y="{y}" width="{max(0.5, x(e) - x(s)):.2f}" height="12" fill="{col}">'
+                f"<title>{html.escape(name)} {s * 1e6:.3f}-{e * 1e6:.3f} us</title></rect>"
+            )
         for rec in self.order:
             members = [rec.meta.root, rec.meta.peer] if rec.meta.kind == "send" else rec.meta.ranks
             for r in members:
                 y = top + r * row + 13
-                out.append(f'<rect x="{x(rec.start):.2f}" y="{y}" width="{max(0.5, x(rec.end) - x(rec.start)):.2f}" '
-                           f'height="8" fill="#1e88e5" opacity="0.7"><title>{html.escape(rec.meta.kind)} '
-                           f'#{rec.meta.seq}</title></rect>')
+                out.append(
+                    f'<rect x="{x(rec.start):.2f}" y="{y}" width="{max(0.5, x(rec.end) - x(rec.start)):.2f}" '
+                    f'height="8" fill="#1e88e5" opacity="0.7"><title>{html.escape(rec.meta.kind)} '
+                    f"#{rec.meta.seq}</title></rect>"
+                )
         for r in range(n):
             out.append(f'<text x="4" y="{top + r * row + 14}">rank {r}</text>')
         axis = top + n * row
         for k in range(5):  # a time axis: five ticks
             t = total * k / 4
-            out.append(f'<line x1="{x(t):.2f}" y1="{top - 4}" x2="{x(t):.2f}" y2="{axis}" stroke="#9e9e9e" '
-                       f'stroke-width="0.5"/><text x="{x(t):.2f}" y="{axis + 10}" text-anchor="middle">'
-                       f'{t * 1e3:.4g} ms</text>')
+            out.append(
+                f'<line x1="{x(t):.2f}" y1="{top - 4}" x2="{x(t):.2f}" y2="{axis}" stroke="#9e9e9e" '
+                f'stroke-width="0.5"/><text x="{x(t):.2f}" y="{axis + 10}" text-anchor="middle">'
+                f"{t * 1e3:.4g} ms</text>"
+            )
         y = top + n * row + 24
-        for i, (name, col) in enumerate((("compute", "#4caf50"), ("idle", "#bdbdbd"), ("exposed comm", "#e53935"),
-                                          ("collective in flight", "#1e88e5"))):
-            out.append(f'<rect x="{left + 150 * i}" y="{y}" width="12" height="12" fill="{col}"/>'
-                       f'<text x="{left + 150 * i + 16}" y="{y + 10}">{name}</text>')
+        for i, (name, col) in enumerate(
+            (
+                ("compute", "#4caf50"),
+                ("idle", "#bdbdbd"),
+                ("exposed comm", "#e53935"),
+                ("collective in flight", "#1e88e5"),
+            )
+        ):
+            out.append(
+                f'<rect x="{left + 150 * i}" y="{y}" width="12" height="12" fill="{col}"/>'
+                f'<text x="{left + 150 * i + 16}" y="{y + 10}">{name}</text>'
+            )
         out.append("</svg>")
         return "\n".join(out) + "\n"
 
@@ -366,14 +435,17 @@ class SimRun:
 
     def format_summary(self) -> str:
         s = self.summary()
-        lines = [f"simulated time {s['time'] * 1e3:.6f} ms ({s['network']}, compute: {s['compute']})",
-                 "rank   time ms  compute ms  comm ms  exposed ms  hidden ms  idle ms"]
+        lines = [
+            f"simulated time {s['time'] * 1e3:.6f} ms ({s['network']}, compute: {s['compute']})",
+            "rank   time ms  compute ms  comm ms  exposed ms  hidden ms  idle ms",
+        ]
         for r, v in s["ranks"].items():
-            lines.append(f"{r:4} {v['time'] * 1e3:9.4f} {v['compute'] * 1e3:11.4f} {v['communication'] * 1e3:8.4f} "
-                         f"{v['exposed_communication'] * 1e3:11.4f} {v['hidden_communication'] * 1e3:10.4f} "
-                         f"{v['idle'] * 1e3:8.4f}")
+            lines.append(
+                f"{r:4} {v['time'] * 1e3:9.4f} {v['compute'] * 1e3:11.4f} {v['communication'] * 1e3:8.4f} "
+                f"{v['exposed_communication'] * 1e3:11.4f} {v['hidden_communication'] * 1e3:10.4f} "
+                f"{v['idle'] * 1e3:8.4f}"
+            )
         lines.append("collective            count        bytes   time ms")
         for k, v in sorted(s["collectives"].items()):
             lines.append(f"{k:20} {v['count']:6} {v['bytes']:12} {v['time'] * 1e3:9.4f}")
         return "\n".join(lines)
-

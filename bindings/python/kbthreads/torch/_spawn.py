@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """kbthreads.torch.spawn: torch.multiprocessing.spawn's signature, kbthreads
 ranks underneath, each with its own torch.distributed."""
+
 from __future__ import annotations
 
 import itertools
@@ -65,10 +66,20 @@ class TorchProcessContext:
                 pass
 
 
-def spawn(fn: Callable[..., Any], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True, daemon: bool = False,
-          start_method: str = "spawn", *, context: Context | None = None, network: Network | None = None,
-          device_flops: float | None = None, compute: Any = None,
-          cpu_factor: float = 1.0) -> TorchProcessContext | SimRun | None:
+def spawn(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...] = (),
+    nprocs: int = 1,
+    join: bool = True,
+    daemon: bool = False,
+    start_method: str = "spawn",
+    *,
+    context: Context | None = None,
+    network: Network | None = None,
+    device_flops: float | None = None,
+    compute: Any = None,
+    cpu_factor: float = 1.0,
+) -> TorchProcessContext | SimRun | None:
     """Run ``fn(rank, *args)`` on ``nprocs`` kbthreads ranks, the way
     ``torch.multiprocessing.spawn`` runs it in processes; inside, each rank's
     ``torch.distributed.init_process_group(...)`` gives it a group served by
@@ -104,13 +115,15 @@ def spawn(fn: Callable[..., Any], args: tuple[Any, ...] = (), nprocs: int = 1, j
     timing = None
     if network is not None:
         if not isinstance(network, Network):
-            raise TypeError(f"kbthreads.torch.spawn: network must be a kbthreads.torch.Network, "
-                            f"not {type(network).__name__}")
+            raise TypeError(
+                f"kbthreads.torch.spawn: network must be a kbthreads.torch.Network, not {type(network).__name__}"
+            )
         if not join:
             raise ValueError("kbthreads.torch.spawn: a simulated-time spawn (network=...) needs join=True")
         if context is not None and context.engine is not None:
-            raise ValueError("kbthreads.torch.spawn: network=... prices the collectives itself: "
-                             "pass a context without an engine")
+            raise ValueError(
+                "kbthreads.torch.spawn: network=... prices the collectives itself: pass a context without an engine"
+            )
         timing = Timing(network, compute_model(device_flops, compute, cpu_factor), nprocs)
     elif device_flops is not None or compute is not None:
         raise ValueError("kbthreads.torch.spawn: device_flops and compute need network=...")

@@ -3,6 +3,7 @@
 shared by the spawn's ranks, never a socket. A read of a key not yet set
 parks the rank (yield by yield) until another rank sets it, as a TCPStore
 client would block, but without holding the baton."""
+
 from __future__ import annotations
 
 from datetime import timedelta

@@ -8,6 +8,7 @@ completed future (``is_completed()`` polls, giving a round when it is
 not): PyTorch's C++ code (DDP's reducer) waits on that future
 with a condition variable, which must never block a thread holding the
 baton."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -21,8 +22,9 @@ from .._suspend import yield_
 
 
 class KbWork(dist.Work):
-    def __init__(self, wait: Callable[[bool], Any] | None, result: Any = None,
-                 ready: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self, wait: Callable[[bool], Any] | None, result: Any = None, ready: Callable[[], bool] | None = None
+    ) -> None:
         super().__init__()
         self._wait = wait  # None: complete already
         self._ready = ready  # without parking: has the drain completed it?

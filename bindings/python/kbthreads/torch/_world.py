@@ -12,6 +12,7 @@ every CPU backend name with the kbthreads backend, and C++'s registry of
 groups by name is made per thread. Outside rank threads each hook calls
 what it replaced. The last spawn to end puts everything back.
 """
+
 from __future__ import annotations
 
 import collections
@@ -52,8 +53,9 @@ class _RankWorld(c10d._World):
 
     def __init__(self) -> None:
         super().__init__()
-        self._maps: dict[str, dict[Any, Any]] = {k: {} for k in (
-            "pg_map", "pg_names", "pg_group_ranks", "pg_backend_config", "tags_to_pg", "pg_to_tag")}
+        self._maps: dict[str, dict[Any, Any]] = {
+            k: {} for k in ("pg_map", "pg_names", "pg_group_ranks", "pg_backend_config", "tags_to_pg", "pg_to_tag")
+        }
         self._count = 0
 
     pg_map = property(lambda self: self._maps["pg_map"])
@@ -164,8 +166,9 @@ def _rendezvous(url: str, rank: int = -1, world_size: int = -1, **kwargs: Any) -
     yield (st.store, st.rank, st.world_size)
 
 
-def _new_process_group_helper(group_size: int, group_rank: int, global_ranks: list[int], backend: Any,
-                              *args: Any, **kwargs: Any) -> Any:
+def _new_process_group_helper(
+    group_size: int, group_rank: int, global_ranks: list[int], backend: Any, *args: Any, **kwargs: Any
+) -> Any:
     if current() is not None:
         backend = dist.Backend(_serve_backend(backend))
     return _saved["_new_process_group_helper"](group_size, group_rank, global_ranks, backend, *args, **kwargs)
