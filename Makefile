@@ -86,6 +86,7 @@ help:
 	@echo "make docs       API reference (HTML, man) in $(BUILD)/docs, Doxygen warnings as errors"
 	@echo "make install    install under PREFIX (default /usr/local); the API docs too once make docs built them"
 	@echo "make format-check / make format   clang-format check / rewrite"
+	@echo "make lint-python  mypy --strict, ruff check and ruff format --check on kbthreads and kbthreads_tools"
 	@echo "make clean      remove $(BUILD)/ (and the test venv in it)"
 
 # $(call kb_deps,PACKAGES): install the Debian packages missing from the list.
@@ -165,8 +166,9 @@ explore-demo: build-tests
 test-fast: build-tests
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
 
-# The whole suite: format, API docs, ctest (with gdb, pytest, packaging,
-# reliability), the same programs under Valgrind memcheck, Helgrind and DRD,
+# The whole suite: format, API docs, the Python packages' typing and lint
+# (python.mk), ctest (with gdb, pytest, packaging, reliability), the same
+# programs under Valgrind memcheck, Helgrind and DRD,
 # the ThreadSanitizer and AddressSanitizer+UBSan builds (tsan/tsan.mk), the
 # suite without Valgrind in a Release build (tests/build-types.mk), the
 # condvar and portable builds (each with this build's venv), a seconds-long
@@ -174,6 +176,7 @@ test-fast: build-tests
 # CPython (bindings/python/python.mk).
 test: build-tests
 	$(MAKE) --no-print-directory format-check docs
+	$(MAKE) --no-print-directory lint-python
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L valgrind
 	$(MAKE) tsan asan
