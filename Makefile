@@ -23,10 +23,11 @@ VENV_PACKAGES := python3-venv
 # Valgrind, clang (ThreadSanitizer, ASan, clang-format), gdb; Debian's pytest
 # and greenlet for /usr/bin/python3 (the explorer's tests, the tools' checks
 # and the reference oracle in ../shared/reference, which needs
-# python3-greenlet); the package as pip builds it offline
-# (bindings/python/tests/package_test.sh: setuptools, wheel, build, venv).
+# python3-greenlet); the package as pip builds it (scikit-build-core, from
+# the test venv, with Ninja: bindings/python/tests/package_test.sh and
+# install_test.sh).
 TEST_PACKAGES := libcmocka-dev valgrind clang clang-format gdb python3-pytest python3-greenlet
-TEST_PACKAGES += python3-setuptools python3-wheel python3-build
+TEST_PACKAGES += ninja-build
 # Debian's pytest on CPython 3.10 (make test-pythons; 3.11 has it built in).
 TEST_PACKAGES += python3-exceptiongroup
 # gdb's py-bt, which the Python binding's gdb test needs (it skips without it).

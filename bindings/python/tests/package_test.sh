@@ -1,22 +1,30 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # package_test.sh REPO PYTHON [TEST_PYTHON]: the Python package as a user
-# gets it, offline.
+# gets it, offline. The builds run with TEST_PYTHON (make test: the test
+# venv's python, the same CPython as PYTHON), which has the build backend,
+# scikit-build-core, and build (requirements-test.txt), with their
+# isolation off: nothing is fetched.
 #
 #   1. A clean copy of what the package is built from (bindings/python,
 #      the project's CMakeLists.txt, cmake/, src/, include/, gdb/, tools/
 #      and the licenses; no build output; examples/ too, which some tests
-#      run) builds with `python3 -m build
-#      --no-isolation`: the sdist, then a wheel from the unpacked sdist, so
-#      the sdist is shown to build on its own. Both carry LICENSE and
-#      Concurrency Kit's notice (libck.a is linked into the module).
+#      run) builds with `python -m build --no-isolation`: the sdist, then a
+#      wheel from the unpacked sdist. The sdist is a slice of the repository
+#      (pyproject.toml's [tool.scikit-build]): what CMake's KB_PYTHON_WHEEL
+#      build reads, at the repository's paths, and no build output. Both
+#      carry LICENSE and Concurrency Kit's notice (libck.a is linked into
+#      the module), and the wheel the compiled part with the library in it.
+#   1a. The sdist, unpacked alone in an empty folder, builds a wheel with
+#      `pip wheel --no-build-isolation --no-index`: it builds on its own,
+#      and gives the same files as the wheel of step 1.
 #   1b. `pip wheel` of the copy's bindings/python, in place, leaves nothing
 #      in that tree, and the tree's own suite then passes (against the
 #      wheel's module, KBTHREADS_ACCEL; with TEST_PYTHON): nothing left
 #      there is taken for an installed package.
-#   2. The wheel installs into a fresh venv (--system-site-packages: pytest
-#      and greenlet come from Debian; with TEST_PYTHON, the test venv's
-#      python, that venv's packages come first: PyTorch, numpy, pytest,
+#   2. The wheel installs into a fresh venv made by PYTHON
+#      (--system-site-packages: pytest and greenlet come from Debian; with
+#      TEST_PYTHON, that venv's packages come first: PyTorch, numpy, pytest,
 #      greenlet, ..., and its commands are linked beside this venv's
 #      python, so the suite's tests of them run here too), and the
 #      binding's whole pytest suite, the oracle traces included, runs
@@ -29,9 +37,9 @@
 #      Python process running the installed package.
 #
 # Exit 77 (skipped, saying why) when a build requirement is missing
-# (Debian: cmake pkg-config gcc python3-dev libck-dev python3-setuptools
-# python3-wheel python3-build python3-venv python3-pytest gdb; `make deps`
-# installs them).
+# (Debian: cmake ninja-build pkg-config gcc python3-dev libck-dev
+# python3-venv python3-pytest gdb, which `make deps` installs; and, for
+# TEST_PYTHON, scikit-build-core and build, which `make venv` installs).
 set -eu
 repo=$(cd "$1" && pwd)
 python=$2
@@ -41,16 +49,25 @@ missing=""
 command -v gcc >/dev/null 2>&1 || missing="$missing gcc"
 command -v gdb >/dev/null 2>&1 || missing="$missing gdb"
 command -v cmake >/dev/null 2>&1 || missing="$missing cmake"
+# (scikit-build-core builds with Ninja, and asks for its wheel when there is none)
+command -v ninja >/dev/null 2>&1 || missing="$missing ninja-build"
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 "$python" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
     || missing="$missing python3-dev"
-for mod in setuptools:python3-setuptools wheel:python3-wheel build:python3-build venv:python3-venv \
-           ensurepip:python3-venv pytest:python3-pytest; do
+for mod in venv:python3-venv ensurepip:python3-venv; do
     "$python" -c "import ${mod%%:*}" 2>/dev/null || missing="$missing ${mod#*:}"
 done
+"$test_python" -c "import pytest" 2>/dev/null || missing="$missing python3-pytest"
 [ -n "$(find /usr/lib /usr/local/lib -name libck.a 2>/dev/null | head -n 1)" ] || missing="$missing libck-dev"
 if [ -n "$missing" ]; then
     echo "python_package skipped: missing Debian packages:$missing"
+    exit 77
+fi
+for mod in scikit_build_core build; do
+    "$test_python" -c "import $mod" 2>/dev/null || missing="$missing $mod"
+done
+if [ -n "$missing" ]; then
+    echo "python_package skipped: not installed for $test_python:$missing (make venv installs them)"
     exit 77
 fi
 
@@ -65,28 +82,43 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # 1. clean copy, sdist, wheel from the sdist
 mkdir -p "$tmp/copy"
-(cd "$repo" && tar cf - --exclude=build --exclude=_vendor --exclude='*.egg-info' --exclude='*.so' \
+(cd "$repo" && tar cf - --exclude=build --exclude='*.so' \
     --exclude=__pycache__ bindings/python CMakeLists.txt cmake src include gdb tools LICENSE licenses examples) \
     | (cd "$tmp/copy" && tar xf -)
-"$python" -m build --no-isolation --outdir "$tmp/dist" "$tmp/copy/bindings/python" >"$tmp/build.log" 2>&1 \
-    || { tail -n 40 "$tmp/build.log"; fail "python3 -m build --no-isolation failed"; }
+"$test_python" -m build --no-isolation --outdir "$tmp/dist" "$tmp/copy/bindings/python" >"$tmp/build.log" 2>&1 \
+    || { tail -n 40 "$tmp/build.log"; fail "python -m build --no-isolation failed"; }
 sdist=$(ls "$tmp"/dist/kbthreads-*.tar.gz) || fail "no sdist built"
 wheel=$(ls "$tmp"/dist/kbthreads-*.whl) || fail "no wheel built"
 tar tzf "$sdist" >"$tmp/sdist.list"
-zipnames() { "$python" -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$1"; }
+zipnames() { "$python" -c 'import sys, zipfile; print("\n".join(sorted(zipfile.ZipFile(sys.argv[1]).namelist())))' "$1"; }
 zipnames "$wheel" >"$tmp/wheel.list"
-for want in '/_vendor/src/kbthreads.map$' '/_vendor/CMakeLists.txt$' '/_vendor/bindings/python/CMakeLists.txt$' \
-            '^kbthreads-[^/]*/LICENSE$' '^kbthreads-[^/]*/licenses/ConcurrencyKit-BSD-2-Clause.txt$'; do
-    grep -q "$want" "$tmp/sdist.list" || { cat "$tmp/sdist.list"; fail "the sdist has no $want"; }
+for want in pyproject.toml PKG-INFO README.md CMakeLists.txt cmake/install.cmake src/kbthreads.map include/kbthreads.h \
+            gdb/kbthreads_gdb.py gdb/embed_gdb_script.cmake tools/kbthreads_tools/dump.py \
+            bindings/python/CMakeLists.txt bindings/python/kbthreads/_accel.c bindings/python/kbthreads/__init__.py \
+            LICENSE licenses/ConcurrencyKit-BSD-2-Clause.txt; do
+    grep -qx "kbthreads-[^/]*/$want" "$tmp/sdist.list" || { cat "$tmp/sdist.list"; fail "the sdist has no $want"; }
 done
-for want in '\.dist-info/.*LICENSE$' '\.dist-info/.*ConcurrencyKit-BSD-2-Clause.txt$' '^kbthreads/_accel\..*\.so$'; do
+! grep -E '\.(so|o|a|pyc)$|__pycache__|/tests/|/build/' "$tmp/sdist.list" || fail "the sdist holds the build output or tests above"
+for want in '\.dist-info/.*LICENSE$' '\.dist-info/.*ConcurrencyKit-BSD-2-Clause.txt$' '^kbthreads/_accel\..*\.so$' \
+            '^kbthreads/py\.typed$' '^kbthreads_tools/kbthreads_gdb\.py$'; do
     grep -q "$want" "$tmp/wheel.list" || { cat "$tmp/wheel.list"; fail "the wheel has no $want"; }
 done
+! grep -E '\.(c|h)$' "$tmp/wheel.list" || fail "the wheel holds the C sources above"
 echo "built $(basename "$sdist") and, from it, $(basename "$wheel"); both carry LICENSE and Concurrency Kit's notice"
+
+# 1a. the sdist alone, unpacked where nothing of the repository is near it
+mkdir -p "$tmp/alone/src"
+tar xzf "$sdist" -C "$tmp/alone/src"
+(cd "$tmp/alone" && "$test_python" -m pip wheel -q --no-build-isolation --no-deps --no-index -w "$tmp/alone/dist" \
+    "$tmp"/alone/src/kbthreads-*) >"$tmp/alone.log" 2>&1 \
+    || { tail -n 40 "$tmp/alone.log"; fail "pip wheel --no-build-isolation of the unpacked sdist failed"; }
+zipnames "$(ls "$tmp"/alone/dist/kbthreads-*.whl)" >"$tmp/alone.list"
+diff "$tmp/wheel.list" "$tmp/alone.list" || fail "the unpacked sdist's wheel holds other files than python -m build's"
+echo "the unpacked sdist alone built the same wheel offline"
 
 # 1b. a wheel built in the tree leaves nothing there that fools the tree's suite
 (cd "$tmp/copy" && find . | sort) >"$tmp/before.list"
-"$python" -m pip wheel -q --no-build-isolation --no-deps --no-index -w "$tmp/intree" "$tmp/copy/bindings/python" \
+"$test_python" -m pip wheel -q --no-build-isolation --no-deps --no-index -w "$tmp/intree" "$tmp/copy/bindings/python" \
     >"$tmp/intree.log" 2>&1 || { tail -n 40 "$tmp/intree.log"; fail "pip wheel of the tree failed"; }
 (cd "$tmp/copy" && find . | sort) >"$tmp/after.list"
 diff "$tmp/before.list" "$tmp/after.list" || fail "pip wheel left the files above in the tree"

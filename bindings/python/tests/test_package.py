@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The installed package's metadata (pyproject.toml, setup.py). Runs where
+"""The installed package's metadata (pyproject.toml). Runs where
 the package was installed by pip (ctest's python_package: a wheel in a
 fresh venv); in a source tree there is no metadata to read."""
 import importlib.metadata
