@@ -60,6 +60,24 @@ def loaded_configs(r: Runner) -> List[Config]:
     return LOADED_CONFIGS + ([BASELINE] if r.baseline_bindir else [])
 
 
+# The ablation's matrix, smaller than the full one (eleven configurations per
+# cell): no work between suspension points, the rank counts where the
+# mechanisms act (tries stop at 256 ranks, 512 shows the cut-off), three
+# processes per cell.
+ABLATION_NS = [2, 8, 64, 512]
+ABLATION_LOADED_NS = [2, 8, 64]
+ABLATION_WORKS = [0]
+ABLATION_PROCESSES = 3
+
+
+def matrix(r: Runner) -> Tuple[List[int], List[int], List[int], int]:
+    """(works, idle Ns, loaded Ns, processes) of the policy jobs."""
+    p = r.plan
+    if getattr(r.args, "ablate", False) and not p.smoke:
+        return ABLATION_WORKS, ABLATION_NS, ABLATION_LOADED_NS, ABLATION_PROCESSES
+    return p.policy_works, p.policy_ns, p.loaded_ns, p.policy_processes
+
+
 def prog_dir(r: Runner, cfg: Config) -> str:
     return r.baseline_bindir if cfg is BASELINE else r.bindir
 
@@ -135,42 +153,45 @@ class Cells:
 
 def idle_section(r: Runner, cells: Cells) -> None:
     p = r.plan
-    for work in p.policy_works:
-        for n in p.policy_ns:
+    works, ns, _, procs = matrix(r)
+    for work in works:
+        for n in ns:
             m = p.m_for(p.policy_ops, n)
             for op in ("yield", "wait"):
                 bench = "%s_w%d" % (op, work)
                 args = [op, "--n", str(n), "--m", str(m), "--reps", str(p.policy_reps), "--work", str(work)]
-                for proc in range(p.policy_processes):
-                    for c in rotated([c for c in idle_configs(r) if usable(c, n)], proc, p.policy_processes):
+                for proc in range(procs):
+                    for c in rotated([c for c in idle_configs(r) if usable(c, n)], proc, procs):
                         cfg, policy, extra, pre = c
                         base = [os.path.join(prog_dir(r, c), "kb_bench")] + args
                         cells.run("idle", bench, n, cfg, "policy: %s N=%d W=%d %s (%d/%d)" % (
-                            op, n, work, cfg, proc + 1, p.policy_processes), with_policy(base + extra, policy),
+                            op, n, work, cfg, proc + 1, procs), with_policy(base + extra, policy),
                             preexec_fn=pre)
 
 
 def hog_section(r: Runner, cells: Cells) -> None:
     p = r.plan
+    _, _, loaded_ns, procs = matrix(r)
     r.gate.before_job()  # an idle machine before the hog starts
     with Hog():
-        for n in p.loaded_ns:
+        for n in loaded_ns:
             m = p.m_for(p.policy_ops, n)
             for op in ("yield", "wait"):
                 args = [op, "--n", str(n), "--m", str(m), "--reps", str(p.policy_reps)]
-                for proc in range(p.policy_processes):
-                    for c in rotated([c for c in loaded_configs(r) if usable(c, n)], proc, p.policy_processes):
+                for proc in range(procs):
+                    for c in rotated([c for c in loaded_configs(r) if usable(c, n)], proc, procs):
                         cfg, policy, _, _ = c
                         base = [os.path.join(prog_dir(r, c), "kb_bench")] + args
                         cells.run("hog", op, n, cfg, "policy hog: %s N=%d %s (%d/%d)" % (
-                            op, n, cfg, proc + 1, p.policy_processes), with_policy(base, policy), deliberate="hog")
+                            op, n, cfg, proc + 1, procs), with_policy(base, policy), deliberate="hog")
 
 
 def pair_section(r: Runner, cells: Cells) -> None:
     p = r.plan
     binding = r.python_binding()
     base_binding = r.baseline_python()
-    for n in p.loaded_ns:
+    _, _, loaded_ns, procs = matrix(r)
+    for n in loaded_ns:
         m = p.sim_m(n)
 
         def argv_of(lang: str, c: Config) -> Optional[List[str]]:
@@ -183,14 +204,14 @@ def pair_section(r: Runner, cells: Cells) -> None:
 
         # Both print figure "sim"; the cells are told apart by name.
         for bench, lang in (("sim", "C"), ("sim_py", "python")):
-            for proc in range(p.policy_processes):
-                for c in rotated([c for c in loaded_configs(r) if usable(c, n)], proc, p.policy_processes):
+            for proc in range(procs):
+                for c in rotated([c for c in loaded_configs(r) if usable(c, n)], proc, procs):
                     cfg, policy, _, _ = c
                     argv = argv_of(lang, c)
                     if argv is None:
                         continue
                     cells.run("pair", bench, n, cfg, "policy pair: %s sim N=%d %s (%d/%d)" % (
-                        lang, n, cfg, proc + 1, p.policy_processes), with_policy(argv, policy), copies=2,
+                        lang, n, cfg, proc + 1, procs), with_policy(argv, policy), copies=2,
                         deliberate="pair", figure="sim")
 
 

@@ -26,9 +26,8 @@
  * After the timed repetitions a loop makes one more spawn of the same
  * shape with kb_spawn_opts.stats (which times every turn, so it is not
  * timed itself) and reports the wait mode it ended in and the reactive
- * policy's estimates (ns per handoff, 0 = not measured):
- * KBI,wait_end,<mode>:<reactive>:<switches>:<probes>:sleep=<ns>/look=<ns>/nudge=<ns>/spin=<ns>:seats=<n>
- * (seats: kb_spawn_stats.wait_seats).
+ * policy's figures (ns per handoff, 0 = not measured):
+ * KBI,wait_end,<mode>:<reactive>:<switches>:sleep=<ns>/look=<ns>/nudge=<ns>/spin=<ns>
  *
  * Timing of the loops: every rank makes one warm-up call (its first turn
  * also starts its thread's function), stamps the clock, makes M calls and
@@ -208,13 +207,11 @@ static void report_wait_end(struct loop_arg *a, const struct bench_opts *o, kb_s
         spawn_or_die(a->ctx, loop_rank, a, o->n, &so);
     a->base += (kb_handle)(o->m + 1) * (kb_handle)o->n;
     char buf[192];
-    int len = snprintf(buf, sizeof buf, "%s:%d:%llu:%llu:", kb_wait_mode_name(st.wait_mode), st.wait_reactive,
-                       (unsigned long long)st.wait_switches, (unsigned long long)st.wait_probes);
+    int len = snprintf(buf, sizeof buf, "%s:%d:%llu:", kb_wait_mode_name(st.wait_mode), st.wait_reactive,
+                       (unsigned long long)st.wait_switches);
     for (int m = 0; m < KB_WAIT_MODES && len > 0 && (size_t)len < sizeof buf; m++)
         len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%s=%llu", m ? "/" : "", kb_wait_mode_name(m),
                         (unsigned long long)st.wait_ns[m]);
-    if (len > 0 && (size_t)len < sizeof buf)
-        snprintf(buf + len, sizeof buf - (size_t)len, ":seats=%llu", (unsigned long long)st.wait_seats);
     bench_info("wait_end", buf);
 #endif
 }

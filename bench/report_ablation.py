@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""The wait policy's ablation (issue 45) from a `run.py --only policy --ablate`
-results file: for each mechanism, the cells of the policy matrix where the
-default without it was slower, or faster, than the whole default beyond the
-cell's noise.
+"""The wait policy's ablation and its rewrite's check (issue 45), as markdown.
 
-    report_ablation.py RESULTS.json [--markdown]
+    report_ablation.py RESULTS.json              a `run.py --only policy --ablate` run: for each
+                                                 mechanism, the cells of the policy matrix where the
+                                                 default without it was slower, or faster, than the
+                                                 whole default beyond the cell's noise
+    report_ablation.py RESULTS.json --baseline   a `run.py --only policy --baseline-bindir` run: the
+                                                 default against the baseline build's default and
+                                                 against the best forced unpinned mode, every cell
 
 A cell's figure is the median of its processes' medians; its noise is the
 larger spread ((max - min) / median) of the two configurations' process
@@ -52,13 +55,49 @@ def verdicts(C: Dict[Key, Dict[str, List[float]]], cfg: str) -> Tuple[List[str],
     return slower, faster, n
 
 
+FORCED = ["look", "nudge", "sleep", "spin"]
+
+
+def baseline_report(C: Dict[Key, Dict[str, List[float]]]) -> None:
+    print("| cell | default | baseline | default / baseline | noise | best forced | default / best forced |")
+    print("|---|---|---|---|---|---|---|")
+    slower, over = [], []
+    for key in sorted(C):
+        new, old = C[key].get("auto"), C[key].get("baseline")
+        if not new or not old:
+            continue
+        r = statistics.median(new) / statistics.median(old)
+        noise = max(spread(new), spread(old))
+        forced = [(statistics.median(C[key][m]), m) for m in FORCED if C[key].get(m)]
+        best, which = min(forced) if forced else (None, "")
+        rb = statistics.median(new) / best if best else None
+        name = "%s %s N=%d" % key
+        if r > 1 + noise:
+            slower.append("%s %.2fx (noise %.0f%%)" % (name, r, 100 * noise))
+        if rb is not None and rb > 1.25:
+            over.append("%s %.2fx %s" % (name, rb, which))
+        print("| %s | %.0f ns | %.0f ns | %.2fx | %.0f%% | %s | %s |" % (
+            name, statistics.median(new), statistics.median(old), r, 100 * noise,
+            "%.0f ns %s" % (best, which) if best else "–", "%.2fx" % rb if rb else "–"))
+    print()
+    print("slower than the baseline beyond the noise: %s" % ("; ".join(slower) or "none"))
+    print("over 1.25x the best forced unpinned mode: %s" % ("; ".join(over) or "none"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results")
+    ap.add_argument("--baseline", action="store_true")
     args = ap.parse_args()
     with open(args.results) as f:
         res = json.load(f)
     C = cells(res["policy"])
+    if args.baseline:
+        print("load at the start %s, at the end %s; %s s" % (res.get("load_start"), res.get("load_end"),
+                                                              res.get("duration_s")))
+        print()
+        baseline_report(C)
+        return
     cfgs = sorted({c for v in C.values() for c in v if c.startswith("no_")})
     print("load at the start %s, at the end %s; %s s" % (res.get("load_start"), res.get("load_end"),
                                                           res.get("duration_s")))

@@ -66,13 +66,13 @@ class Cells:
                         for m in sorted(set(modes)))
 
     def switched(self, key: Key) -> str:
-        """Switches and tries of the default's extra (stats) spawns, summed."""
+        """Switches of the default's extra (stats) spawns, summed."""
         c = self.by.get(key, {}).get("auto")
         ends = [v.split(":") for v in (c["wait_end"] if c else [])]
-        ends = [e for e in ends if len(e) >= 4]
+        ends = [e for e in ends if len(e) >= 3]
         if not ends:
             return "–"
-        return "%d / %d" % (sum(int(e[2]) for e in ends), sum(int(e[3]) for e in ends))
+        return "%d" % sum(int(e[2]) for e in ends)
 
 
 def label(key: Key) -> Tuple[str, str]:
@@ -122,7 +122,7 @@ def idle_table(C: Cells, w) -> Tuple[List[Tuple[str, float]], List[Tuple[str, fl
                     + ["%s %s" % (fmt_ratio(rf), which_f or ""), "%s %s" % (fmt_ratio(ro), which_o or ""),
                        fmt_ratio(d / st if d and st else None), pct(C.noise(key, "auto")),
                        pct(C.noise(key, which_f) if which_f else None)])
-    w(md_table(["op", "work", "N", "default", "ended in", "switches / tries", "static"] + list(FORCED)
+    w(md_table(["op", "work", "N", "default", "ended in", "switches", "static"] + list(FORCED)
                + [OWN_LABEL[o] for o in OWN] + ["default / best forced", "default / best own", "default / static",
                                                 "noise, default", "noise, best forced"], rows))
     return vs_forced, vs_own, vs_static
@@ -216,7 +216,7 @@ def write(ctx: ReportContext) -> None:
       "`KB_WAIT_POLICY=static` (the count-based choice, the default before); look, nudge, sleep, spin: "
       "`KB_WAIT_POLICY` forcing that mode (spin only where every rank has a CPU, N < CPUs: beyond, a "
       "spinner holds the CPU the next holder needs); ended in: the mode a further spawn of the same shape, with "
-      "`kb_spawn_opts.stats`, ended in; switches / tries: that spawn's mode changes and tries, summed over "
+      "`kb_spawn_opts.stats`, ended in; switches: that spawn's mode changes, summed over "
       "the processes. bench/jobs_policy.py runs the jobs." % (p.get("processes", "–"), p.get("reps", "–")))
     w("")
     w("### Idle machine")

@@ -438,35 +438,19 @@ typedef struct kb_spawn_opts {
      * environment sets KB_CRASH_REPORT=1. */
     int crash_report;
     /** 0 (default): threads run wherever the OS puts them, and how a
-     *  waiting rank waits for its turn (kb_wait_mode) is the reactive wait
-     *  policy's: it starts from the rank count and the CPUs the driver may
-     *  use, measures the wall time per handoff of the mode in use over
-     *  windows of rounds, tries the other modes now and then (a bounded
-     *  share of the time) and switches, at a round boundary, to one
-     *  that measured faster (docs/design.md, "the wait policy";
-     *  kb_spawn_stats reports what it chose and measured). A ctx
-     *  remembers what its last reactive spawn of each shape (rank count,
-     *  CPUs; the last four shapes) learnt, and the next spawn of that
-     *  shape on it starts from there, not from the counts. The
-     *  environment's KB_WAIT_POLICY=spin, look, nudge or sleep forces one
-     *  mode for the whole spawn, KB_WAIT_POLICY=static the choice from the
-     *  counts alone (the policy before the reactive one), auto the default;
-     *  KB_WAIT_POLICY=cycle, a test mode, moves to the next mode every
-     *  round. None of them ever changes the order. With nudges (the mode
-     *  where ranks outnumber CPUs) each rank thread, at its first
-     *  suspension once the run waits in nudges (for good, or while the
-     *  reactive policy tries them), moves itself onto one of two
-     *  alternating CPUs of the driver's (even ranks one, odd ranks the
-     *  other), and at its first suspension once nudges end (or, with more
-     *  ranks than CPUs, once looks follow another mode), onto one CPU for
-     *  all, the driver's as the spawn began (after a try of such looks
-     *  lost: that or the other, by a bit of the process id); each time it
-     *  at once sets its affinity back as it was: no thread is left
-     *  confined, and rank code never sees its mask changed
-     *  (kb_spawn_stats.wait_seats counts these moves). The reactive
-     *  policy's tries begin at slots of the monotonic clock that depend
-     *  on the rank count alone, so two processes of one shape try at
-     *  once.
+     *  waiting rank waits for its turn (kb_wait_mode) adapts to what
+     *  handoffs cost: the library starts from the rank count and the CPUs
+     *  the driver may use, measures the wall time per handoff, now and
+     *  then tries another mode for a short while (a bounded share of the
+     *  time), and moves to one that measured faster (kb_spawn_stats
+     *  reports the mode and the figures). The environment's
+     *  KB_WAIT_POLICY=spin, look, nudge or sleep forces one mode for the
+     *  whole spawn, KB_WAIT_POLICY=static keeps the choice from the counts,
+     *  auto is the default, and cycle, a test mode, changes the mode every
+     *  round. None of them ever changes the order. The library may move a
+     *  rank's thread onto another of the driver's CPUs while it waits; it
+     *  sets the thread's affinity back at once, so rank code never sees it
+     *  changed.
      *  KB_AFFINITY_ONE_CPU: pin every rank thread and the driver to the CPU
      *  the driver is on when the spawn starts (only one runs at a time, so
      *  nothing is lost, and a handoff stays on one CPU's caches); the
@@ -615,29 +599,18 @@ typedef struct kb_spawn_stats {
      *  (KB_AFFINITY_ONE_CPU: sleep; KB_AFFINITY_SPREAD: spin with a CPU per
      *  rank, else nudge). */
     int wait_mode;
-    /** 1 when the reactive policy steered the spawn (default affinity,
+    /** 1 when the mode adapted to what handoffs cost (default affinity,
      *  KB_WAIT_POLICY unset or auto, not under Valgrind), else 0 (a fixed
      *  choice: nothing measured, wait_ns all 0). */
     int wait_reactive;
-    uint64_t wait_switches; /**< times the reactive policy changed the mode it chose */
-    uint64_t wait_probes;   /**< times it tried a mode it was not using */
-    /** Its last estimate for each kb_wait_mode: wall nanoseconds per
+    uint64_t wait_switches; /**< times the adapting policy changed the mode it chose
+                                 (KB_WAIT_POLICY=cycle: every round) */
+    /** Its last figure for each kb_wait_mode: wall nanoseconds per
      *  handoff, rank code and drains included (so only comparable within
-     *  one spawn and the earlier spawns of its shape on the ctx, which it
-     *  started from); 0 = never measured (not a candidate, or not tried
-     *  yet). */
+     *  one spawn); 0 = never measured (not a candidate, or not tried). A
+     *  mode much faster than wait_mode here is worth forcing with
+     *  KB_WAIT_POLICY. */
     uint64_t wait_ns[KB_WAIT_MODES];
-    /** Times a rank thread was seated: moved at a suspension, its
-     *  affinity left as it was, onto one of two alternating CPUs (even
-     *  ranks on one, odd on the other) when a stretch of nudging began
-     *  (the spawn's start, a switch to nudges, a try of them by the
-     *  reactive policy), or onto one CPU for all when such a stretch
-     *  ended or, with more ranks than CPUs, when looks followed another
-     *  mode; with the default affinity on two or more CPUs, at most once
-     *  per rank and stretch. 0 without nudges or a change of mode, with
-     *  an affinity option, on one CPU or where threads cannot be pinned
-     *  (docs/design.md, "Seating"). */
-    uint64_t wait_seats;
 } kb_spawn_stats;
 
 /** The signal a rank thread writes its frames on: the stall watchdog sends

@@ -41,8 +41,8 @@
  * looks when it has a CPU of its own, as under KB_AFFINITY_SPREAD; yielding
  * between them when unpinned, as the default wait policy's nudges are:
  * struct kb_wait_budget's watch), so a post arriving meanwhile needs no
- * wake-up. Who nudges whom is the wait policy's choice
- * (baton_wait_policy.c) and the round loop's (kb__nudge_target). A nudge
+ * wake-up. Whether ranks nudge is the wait policy's choice
+ * (wait_policy.h), whom the round loop's (round_loop.c: nudge_target). A nudge
  * never moves the count, so it cannot hand out the baton. A nudger may come
  * after the baton has moved on (it nudges after its own post), so unlike a
  * poster it may write the word while its owner holds the baton; every
@@ -63,12 +63,6 @@
 #endif
 
 #define KB_CACHELINE 64
-
-/* How long a nudged owner watches its slot before it sleeps again: longer
- * than a wake-up of a sleeping thread on another CPU costs on the machines
- * measured (docs/design.md, "Waiting for the baton: the wait policy"), short enough that a turn
- * that runs long costs its watcher little. */
-#define KB_NUDGE_WATCH_NS 50000u
 
 /* The word's bits (both implementations). */
 #define KB_SLOT_SLEEPING 0x80000000u /* the owner sleeps (or is about to) */
@@ -110,7 +104,7 @@ void kb__slot_wait(struct kb_slot *s);
  * nanoseconds before it sleeps again, pausing between looks, or yielding
  * with KB_WATCH_YIELD (an unpinned owner may share a CPU with the holder).
  * All zero: sleep at once. The policy that picks the figures is
- * baton_wait_policy.c's. */
+ * wait_policy.c's. */
 #define KB_WATCH_YIELD 0x80000000u
 #define KB_WATCH_NS    0x7fffffffu
 struct kb_wait_budget {
@@ -131,10 +125,21 @@ int kb__slot_wait_yield_until(struct kb_slot *s, unsigned max_ns, const struct t
  * call returns. */
 void kb__slot_nudge(struct kb_slot *s);
 
-/* Between the baton's files. The implementation's wait after the looks:
- * take a post or sleep until one (or the deadline, if not NULL: -1); after
- * a nudge, watch as watch says (kb_wait_budget; 0: sleep again at once). */
+/* Between the baton's files. The wait after the looks (baton_common.c,
+ * one loop for both implementations): take a post or sleep until one (or
+ * the deadline, if not NULL: -1); after a nudge, watch as watch says
+ * (kb_wait_budget; 0: sleep again at once). */
 int kb__slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch);
+/* The implementation's three steps of that loop, each given w, the word
+ * as the loop last loaded it. Take the post w shows (its count moved past
+ * seen): afterwards the owner holds the baton and may free the slot. */
+void kb__slot_take(struct kb_slot *s, uint32_t w);
+/* Take down the nudge mark w shows: 1, or 0 if the word moved meanwhile. */
+int kb__slot_unmark(struct kb_slot *s, uint32_t w);
+/* Raise the sleep flag and sleep while the word is still w, until woken,
+ * a spurious return or the deadline (NULL: none): -1 once the deadline
+ * has passed, else 0 (the loop looks again either way). */
+int kb__slot_sleep(struct kb_slot *s, uint32_t w, const struct timespec *deadline);
 /* Look at the word without a lock until a post arrives or watch's
  * nanoseconds pass, pausing between looks, or yielding with KB_WATCH_YIELD:
  * 1 if posted (baton_common.c). */

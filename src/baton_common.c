@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The baton's looks before sleeping and the wait calls, shared by both
- * slot implementations (baton.h): everything here reads the word without a
- * lock and leaves taking the post to the implementation's kb__slot_block. */
+/* The baton's looks before sleeping and the wait loop, shared by both slot
+ * implementations (baton.h): everything here reads the word without a lock
+ * and leaves each step that writes it (take a post, take a nudge mark
+ * down, sleep) to the implementation's kb__slot_take, kb__slot_unmark and
+ * kb__slot_sleep. */
 #include <ck_pr.h>
 #include <sched.h>
 
@@ -64,6 +66,38 @@ int kb__slot_watch(const struct kb_slot *s, unsigned watch)
 {
     return watch & KB_WATCH_YIELD ? look_yielding(s, watch & KB_WATCH_NS)
                                   : look_pausing(s, watch & KB_WATCH_NS);
+}
+
+/* The wait, for both implementations:
+ *
+ *   loop: w = load(word)
+ *     count moved past seen -> take the post; done (we hold the baton: no
+ *                              post comes until we pass it on)
+ *     nudged                -> take the mark down; watch the word a while
+ *     else                  -> raise the sleep flag and sleep while the
+ *                              word is w (a post or a nudge meanwhile
+ *                              makes the sleep return at once)
+ *
+ * Exactly one post per wait (the poster held the baton), so the count
+ * moves by one. A post before the wait is not lost (the count moved);
+ * spurious returns, EINTR, EAGAIN and timeouts all come back to the loop
+ * on the word, never on a return value. */
+int kb__slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch)
+{
+    for (;;) {
+        uint32_t w = ck_pr_load_32(&s->word);
+        if ((w & KB_SLOT_COUNT) != s->seen) {
+            kb__slot_take(s, w);
+            return 0;
+        }
+        if (w & KB_SLOT_NUDGED) {
+            if (kb__slot_unmark(s, w) && watch)
+                kb__slot_watch(s, watch);
+            continue;
+        }
+        if (kb__slot_sleep(s, w, deadline) < 0 && !kb__slot_posted(s))
+            return -1;
+    }
 }
 
 int kb__slot_wait_until(struct kb_slot *s, const struct timespec *deadline)

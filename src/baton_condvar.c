@@ -7,12 +7,10 @@
  *
  *   post(s):  lock; old = fetch-and-add(word, 1);
  *             if old had the sleep flag: signal(cond); unlock
- *   wait(s):  lock; loop: w = load(word)
- *               count moved past seen -> seen = count; clear the flags;
- *                                        unlock; done
- *               nudged -> clear the mark; unlock, watch the word a while
- *                         without the lock, lock
- *               else set the sleep flag; cond_wait(cond, lock)
+ *   the wait's steps (baton_common.c has the loop), each under the lock:
+ *             take = seen = count, clear the flags; unmark = clear the
+ *             mark if the word is as the loop saw it; sleep = if the word
+ *             is as the loop saw it, set the sleep flag, cond_wait
  *   nudge(s): lock; set KB_SLOT_NUDGED; if the sleep flag was up: take it down,
  *             signal(cond); unlock
  *
@@ -24,8 +22,8 @@
  * signalled, never broadcast: exactly one thread wakes.
  *
  * Freeing (docs/design.md, invariant 3): the owner takes every post with
- * the lock held, and the poster publishes, signals and unlocks inside one
- * critical section. So when a wait returns, the poster has left
+ * the lock held (kb__slot_take), and the poster publishes, signals and
+ * unlocks inside one critical section. So when a wait returns, the poster has left
  * pthread_cond_signal and released the mutex; what may remain of its
  * pthread_mutex_unlock after the release is what POSIX allows to overlap
  * pthread_mutex_destroy (a mutex may be destroyed as soon as it is
@@ -149,41 +147,46 @@ static void sleep_on(struct kb_slot *s, const struct timespec *deadline)
     pthread_setcancelstate(cancel_state, NULL);
 }
 
-int kb__slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch)
+/* The steps of the wait (baton_common.c): each takes the lock and
+ * checks the word under it, so a step and a post or a nudge never
+ * interleave. */
+void kb__slot_take(struct kb_slot *s, uint32_t w)
+{
+    (void)w;
+    /* Taken with the lock held: the poster has left its critical section. */
+    pthread_mutex_lock(&s->lock);
+    uint32_t now = ck_pr_load_32(&s->word);
+    s->seen = now & KB_SLOT_COUNT;
+    if (now & KB_SLOT_FLAGS)
+        ck_pr_store_32(&s->word, now & KB_SLOT_COUNT);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int kb__slot_unmark(struct kb_slot *s, uint32_t w)
 {
     pthread_mutex_lock(&s->lock);
-    for (;;) {
-        uint32_t w = ck_pr_load_32(&s->word);
-        if ((w & KB_SLOT_COUNT) != s->seen) {
-            /* Exactly one post per wait (the poster held the baton), so the
-             * count moved by one; we hold the baton now. Taken with the
-             * lock held: the poster has left its critical section. */
-            s->seen = w & KB_SLOT_COUNT;
-            if (w & KB_SLOT_FLAGS)
-                ck_pr_store_32(&s->word, w & KB_SLOT_COUNT);
-            pthread_mutex_unlock(&s->lock);
-            return 0;
-        }
-        if (w & KB_SLOT_NUDGED) {
-            /* Nudged (asleep or not): the baton is on its way. Take the
-             * mark down, then watch for the post rather than sleep; the
-             * watch needs no lock, and the lock held would keep the
-             * poster out. */
-            ck_pr_store_32(&s->word, w & ~KB_SLOT_NUDGED);
-            if (watch) {
-                pthread_mutex_unlock(&s->lock);
-                kb__slot_watch(s, watch);
-                pthread_mutex_lock(&s->lock);
-            }
-            continue;
-        }
-        if (deadline && kb__time_passed(deadline)) {
-            ck_pr_store_32(&s->word, w & ~KB_SLOT_SLEEPING);
-            pthread_mutex_unlock(&s->lock);
-            return -1;
-        }
-        if (!(w & KB_SLOT_SLEEPING))
-            ck_pr_store_32(&s->word, w | KB_SLOT_SLEEPING);
+    int same = ck_pr_load_32(&s->word) == w;
+    if (same)
+        ck_pr_store_32(&s->word, w & ~KB_SLOT_NUDGED);
+    pthread_mutex_unlock(&s->lock);
+    return same;
+}
+
+int kb__slot_sleep(struct kb_slot *s, uint32_t w, const struct timespec *deadline)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    uint32_t now = ck_pr_load_32(&s->word);
+    if ((now & ~KB_SLOT_SLEEPING) != (w & ~KB_SLOT_SLEEPING)) {
+        /* posted or nudged since the loop looked: look again */
+    } else if (deadline && kb__time_passed(deadline)) {
+        ck_pr_store_32(&s->word, now & ~KB_SLOT_SLEEPING);
+        rc = -1;
+    } else {
+        if (!(now & KB_SLOT_SLEEPING))
+            ck_pr_store_32(&s->word, now | KB_SLOT_SLEEPING);
         sleep_on(s, deadline);
     }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
 }

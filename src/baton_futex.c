@@ -5,12 +5,9 @@
  *
  *   post(s):  release-annotate; old = fetch-and-add(word, 1);
  *             if old had the sleep flag: futex_wake(word)
- *   wait(s):  loop: w = load(word)
- *               count moved past seen -> seen = count; clear the flags if
- *                                        set (we hold the baton: no post
- *                                        comes now); acquire; done
- *               nudged -> clear the mark (CAS), watch the word a while
- *               else set the sleep flag (CAS), futex_wait(word, flagged value)
+ *   the wait's steps (baton_common.c has the loop): take = seen = count,
+ *             clear the flags, acquire; unmark = a CAS; sleep = a CAS
+ *             raising the sleep flag, then futex_wait(word, flagged value)
  *
  * The poster writes the word once, with the fetch-and-add that publishes
  * the post; after it, only the futex_wake system call names the address
@@ -19,9 +16,7 @@
  * this replaces, clears the flag with a second atomic write after
  * publishing: a use-after-free when the owner frees the slot.)
  *
- * A post that comes before the owner waits is not lost (the count moved);
- * spurious futex returns, EINTR and EAGAIN are absorbed by the loop on the
- * word. A nudge is one CAS that sets KB_SLOT_NUDGED and, if the owner sleeps, takes
+ * A nudge is one CAS that sets KB_SLOT_NUDGED and, if the owner sleeps, takes
  * its sleep flag down, followed then by futex_wake.
  */
 #include <ck_pr.h>
@@ -64,48 +59,36 @@ void kb__slot_post(struct kb_slot *s)
         syscall(SYS_futex, &s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-int kb__slot_block(struct kb_slot *s, const struct timespec *deadline, unsigned watch)
+void kb__slot_take(struct kb_slot *s, uint32_t w)
 {
-    for (;;) {
-        uint32_t w = ck_pr_load_32(&s->word);
-        if ((w & KB_SLOT_COUNT) != s->seen) {
-            /* Exactly one post per wait (the poster held the baton), so the
-             * count moved by one. We hold the baton now: no post comes until
-             * we pass it on. A late nudge may still write a flag; both
-             * writes are atomic, and a stale KB_SLOT_NUDGED costs one spurious
-             * watch at our next wait. */
-            s->seen = w & KB_SLOT_COUNT;
-            if (w & KB_SLOT_FLAGS)
-                ck_pr_and_32(&s->word, KB_SLOT_COUNT);
-            ck_pr_fence_acquire();
-            kb__hb_acquire(&s->word);
+    /* A late nudge may still write a flag; both writes are atomic, and a
+     * stale KB_SLOT_NUDGED costs one spurious watch at our next wait. */
+    s->seen = w & KB_SLOT_COUNT;
+    if (w & KB_SLOT_FLAGS)
+        ck_pr_and_32(&s->word, KB_SLOT_COUNT);
+    ck_pr_fence_acquire();
+    kb__hb_acquire(&s->word);
+}
+
+int kb__slot_unmark(struct kb_slot *s, uint32_t w)
+{
+    return ck_pr_cas_32(&s->word, w, w & ~KB_SLOT_NUDGED);
+}
+
+int kb__slot_sleep(struct kb_slot *s, uint32_t w, const struct timespec *deadline)
+{
+    /* A post or a nudge between the load and the CAS makes it fail. */
+    if (!(w & KB_SLOT_SLEEPING)) {
+        if (!ck_pr_cas_32(&s->word, w, w | KB_SLOT_SLEEPING))
             return 0;
-        }
-        if (w & KB_SLOT_NUDGED) {
-            /* Nudged (asleep or not): the baton is on its way. Take the
-             * mark down, then watch for the post rather than sleep. */
-            if (!ck_pr_cas_32(&s->word, w, w & ~KB_SLOT_NUDGED))
-                continue;
-            if (watch)
-                kb__slot_watch(s, watch);
-            continue;
-        }
-        if (!(w & KB_SLOT_SLEEPING)) {
-            /* Say we sleep; a post or a nudge in between makes the CAS
-             * fail: look again. */
-            if (!ck_pr_cas_32(&s->word, w, w | KB_SLOT_SLEEPING))
-                continue;
-            w |= KB_SLOT_SLEEPING;
-        }
-        /* Returns at once if the word changed (EAGAIN); EINTR, spurious
-         * returns and timeouts all come back here to look at the word. The
-         * deadline is absolute CLOCK_MONOTONIC (FUTEX_WAIT_BITSET takes an
-         * absolute time; the bitset must be MATCH_ANY). */
-        long r = syscall(SYS_futex, &s->word, FUTEX_WAIT_BITSET_PRIVATE, w, deadline, NULL,
-                         FUTEX_BITSET_MATCH_ANY);
-        if (r != 0 && deadline && kb__time_passed(deadline) && !kb__slot_posted(s))
-            return -1;
+        w |= KB_SLOT_SLEEPING;
     }
+    /* Returns at once if the word changed (EAGAIN). The deadline is
+     * absolute CLOCK_MONOTONIC (FUTEX_WAIT_BITSET takes an absolute time;
+     * the bitset must be MATCH_ANY). */
+    long r =
+        syscall(SYS_futex, &s->word, FUTEX_WAIT_BITSET_PRIVATE, w, deadline, NULL, FUTEX_BITSET_MATCH_ANY);
+    return r != 0 && deadline && kb__time_passed(deadline) ? -1 : 0;
 }
 
 void kb__slot_nudge(struct kb_slot *s)

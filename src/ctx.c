@@ -84,6 +84,7 @@ int kb_ctx_destroy(kb_ctx *ctx)
         return rc;
     kb__pool_drain(ctx); /* joins every parked thread */
     kb__graveyard_free(ctx);
+    free(ctx->wait_memory); /* the wait policy's record: one block */
     kb__queue_free(&ctx->waits);
     kb__queue_free(&ctx->colls);
     kb__completed_free(&ctx->done);

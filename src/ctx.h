@@ -21,7 +21,6 @@
 #include <stdint.h>
 
 #include "baton.h"
-#include "baton_wait_reactive.h"
 #include "completed.h"
 #include "kbthreads.h"
 #include "queue.h"
@@ -49,10 +48,9 @@ struct kb_ctx {
     /* Under Valgrind only: ended workers whose memory is freed at destroy,
      * not at once (worker.c: kb__worker_end says why). */
     struct kb_worker *graveyard;
-    /* What the reactive wait policy learnt per shape of spawn, for the next
-     * spawn of that shape (baton_wait_reactive.h). The driver's: read when
-     * a run is resolved, written when it is destroyed, with ctx owned. */
-    struct kb_wait_memory wait_memory;
+    /* The wait policy's record of the last adapting spawn (wait_policy.h),
+     * opaque here. The driver's, with the ctx owned. */
+    struct kb_wait_memory *wait_memory;
     /* Held while ctx->run is set or cleared, and by kb_ctx_dump while it
      * reads the run from a thread that does not own the ctx. */
     pthread_mutex_t run_lock;

@@ -4,13 +4,11 @@
  * (kb_yield, kb_wait inside a rank, kb_barrier, kb_raise, kb_fail, ...).
  *
  * Everything here runs on a rank thread that holds the baton, except the
- * waits on its own slot and the nudge right after a post (nudge_ahead),
+ * waits on its own slot and the nudge right after a post (kb__pass_baton),
  * which touches only the nudged slot's word and this worker's nudging
- * mark. A rank gives the baton away only in
- * rank_suspend() (to the next rank of the round; at the end of the round to
- * the driver, or to the next round's first rank when there is nothing to
- * drain: kb__round_boundary) and in rank_finish() (likewise, or to the
- * driver when it failed or was being cancelled).
+ * mark. A rank gives the baton away only in rank_suspend() and
+ * rank_finish(), through kb__pass_baton (round_loop.c), or, when it failed
+ * or was being cancelled, straight to the driver.
  */
 #include "rank.h"
 
@@ -22,7 +20,6 @@
 #include <unistd.h>
 
 #include "crash.h"
-#include "rank_seat.h"
 #include "round_loop.h"
 #include "run.h"
 #include "system.h"
@@ -37,43 +34,6 @@ struct kb_rank *kb__self(void)
     return tls_self;
 }
 
-/* End this rank's turn: give the baton to the next rank of the round, or
- * to the driver when this rank is the last one. Returns a slot to nudge
- * once the baton is passed (kb__nudge_target), with w->nudging set: the caller
- * must then call nudge_ahead; else NULL. If wait is not NULL, it gets how
- * this rank is to wait for its next turn (run->rank_wait, which the
- * reactive policy may change at a round boundary: read here, with the
- * baton, after the boundary this rank may have done). */
-static struct kb_slot *pass_on(struct kb_rank *rk, struct kb_wait_budget *wait)
-{
-    struct kb_run *run = rk->run;
-    kb__turn_end(rk);
-    int next = kb__next_in_round(run);
-    if (next == KB_DRIVER)
-        next = kb__round_boundary(run); /* the next round's first rank, if no driver work */
-    if (wait)
-        *wait = run->rank_wait;
-    struct kb_slot *ahead = kb__nudge_target(run, rk->index, next);
-    if (ahead)
-        ck_pr_store_int(&rk->w->nudging, 1); /* published by the post below */
-    kb__handoff(run, next);                  /* may be this rank itself: a round of one */
-    return ahead;
-}
-
-/* After pass_on, without the baton: nudge and drop w's nudging mark. Until
- * it drops, the driver frees no worker (round_loop.c: kb__wait_nudges), neither
- * an exited one mid-spawn nor any at the spawn's end, so the nudged slot
- * stays allocated. w is the caller's own worker, taken before pass_on:
- * the rank record may be gone once the mark is down. */
-static void nudge_ahead(struct kb_worker *w, struct kb_slot *ahead)
-{
-    if (!ahead)
-        return;
-    kb__slot_nudge(ahead);
-    ck_pr_fence_release();
-    ck_pr_store_int(&w->nudging, 0);
-}
-
 /* Suspend: hand the baton on and wait for this rank's next turn. Returns
  * 0, or KB_ECANCELED if the driver cancelled the rank in RETURN mode; in
  * UNWIND mode a cancelled rank unwinds from here and never returns. */
@@ -82,14 +42,7 @@ static int rank_suspend(struct kb_rank *rk, int susp, kb_handle h)
     kb__ctx_running(rk->run->ctx, -1);
     rk->susp = susp;
     rk->susp_handle = h;
-    /* After pass_on the baton is gone: from here only fields fixed for
-     * the whole spawn (rk->run, rk->w), our own copy of how to wait and our
-     * own slot (this rank is live, so its record stays). The nudge comes
-     * after the post so that it costs the next holder nothing. */
-    struct kb_wait_budget wait;
-    kb__seat_rank(rk); /* before the post: where it sleeps decides where it wakes */
-    nudge_ahead(rk->w, pass_on(rk, &wait));
-    kb__slot_wait_budget(&rk->w->slot, &wait);
+    kb__pass_baton(rk, 1);
     kb__turn_begin(rk);
     rk->susp = KB_SUSP_NONE;
     kb__ctx_running(rk->run->ctx, rk->index);
@@ -120,8 +73,7 @@ static void rank_finish(struct kb_rank *rk)
         run->failed_rank = rk->index;
         kb__handoff(run, KB_DRIVER);
     } else {
-        struct kb_worker *w = rk->w; /* the record may go once the baton does */
-        nudge_ahead(w, pass_on(rk, NULL));
+        kb__pass_baton(rk, 0);
     }
 }
 

@@ -26,7 +26,6 @@
 
 #include "alloc.h"
 #include "baton.h"
-#include "baton_wait_reactive.h"
 #include "clock.h"
 #include "ctx.h"
 #include "queue.h"
@@ -37,6 +36,7 @@
 #include "strategy.h"
 #include "strbuf.h"
 #include "timeline.h"
+#include "wait_policy.h"
 #include "watchdog.h"
 #include "worker.h"
 
@@ -67,8 +67,9 @@ int kb__wanted_cpu(const struct kb_run *run, int rank)
     return -1;
 }
 
-/* With nudges: the slot of the rank that most likely holds the baton
- * after next, if it is worth waking now: it is live and, when ranks are
+/* With nudges (nudging: the holder's copy of how to wait has a watch): the
+ * slot of the rank that most likely holds the baton after next, if it is
+ * worth waking now: it is live and, when ranks are
  * pinned (KB_AFFINITY_SPREAD), sits on another CPU than next, where it can
  * watch its slot while next runs. Unpinned, it wakes while the holder's
  * and next's CPUs are both busy, so the kernel puts it on one of them and
@@ -78,9 +79,9 @@ int kb__wanted_cpu(const struct kb_run *run, int rank)
  * round-robin order, a guess in the others (a wrong guess costs a wasted
  * watch, never the order). self: the holder (KB_DRIVER for the driver).
  * Holder only, after next was chosen and before it is posted. */
-struct kb_slot *kb__nudge_target(const struct kb_run *run, int self, int next)
+static struct kb_slot *nudge_target(struct kb_run *run, int nudging, int self, int next)
 {
-    if (!run->rank_wait.watch || next == KB_DRIVER || run->norder < 2)
+    if (!nudging || next == KB_DRIVER || run->norder < 2)
         return NULL;
     int after = run->pos + 1 < run->norder ? run->order[run->pos + 1] : run->order[0];
     if (after == next || after == self)
@@ -90,6 +91,7 @@ struct kb_slot *kb__nudge_target(const struct kb_run *run, int self, int next)
         return NULL;
     if (run->opt.affinity == KB_AFFINITY_SPREAD && kb__wanted_cpu(run, after) == kb__wanted_cpu(run, next))
         return NULL;
+    run->nudged = 1;
     return &ra->w->slot;
 }
 
@@ -99,7 +101,7 @@ void kb__rank_retire(struct kb_run *run, struct kb_rank *rk)
     run->nlive--;
 }
 
-int kb__next_in_round(struct kb_run *run)
+static int next_in_round(struct kb_run *run)
 {
     if (run->pos + 1 < run->norder)
         return run->order[++run->pos];
@@ -140,17 +142,17 @@ static void driver_wait(struct kb_run *run)
     }
     const struct timespec *deadline = kb__join_deadline(run);
     if (deadline) {
-        if (kb__slot_wait_yield_until(slot, run->park_look_ns, deadline) == 0)
+        if (kb__slot_wait_yield_until(slot, kb__wait_park_ns(run->wait), deadline) == 0)
             return;
         kb__join_expire(run);
     }
-    struct kb_wait_budget park = {.look_ns = run->park_look_ns}; /* never nudged */
+    struct kb_wait_budget park = {.look_ns = kb__wait_park_ns(run->wait)}; /* never nudged */
     kb__slot_wait_budget(slot, &park);
 }
 
 void kb__wait_nudges(struct kb_run *run)
 {
-    for (int i = 0; run->reactive.nudged && i < run->nprocs; i++) {
+    for (int i = 0; run->nudged && i < run->nprocs; i++) {
         struct kb_worker *w = run->ranks[i].w;
         while (w && ck_pr_load_int(&w->nudging))
             sched_yield();
@@ -274,10 +276,7 @@ static void begin_round(struct kb_run *run)
     run->round_t0 = run->files.tl ? kb__now_ns() : 0;
     run->stop = KB_STOP_NONE;
     run->pos = 0;
-    /* The reactive wait policy's round boundary: one compare, unless a
-     * window of its measurements ends here. */
-    if (run->reactive.active && run->counters.handoffs >= run->reactive.next_check)
-        kb__wait_reactive_tick(run);
+    kb__wait_round(run->wait, run->counters.handoffs);
 }
 
 static void end_round(struct kb_run *run)
@@ -287,7 +286,12 @@ static void end_round(struct kb_run *run)
                      (int64_t)run->counters.rounds);
 }
 
-int kb__round_boundary(struct kb_run *run)
+/* At the end of a round, on the rank that ends it: when the driver has
+ * nothing to do (nothing to drain, ranks still live, no limit or replay to
+ * check, no timed kb_join whose deadline passed), run the round boundary
+ * here (the empty drain, the next round's order) and return the next
+ * round's first rank; else KB_DRIVER. */
+static int round_boundary(struct kb_run *run)
 {
     /* Anything for the driver: a drain with work (the engine's hooks run
      * on the driver), the end of the spawn, a round limit, a strict replay
@@ -312,6 +316,37 @@ int kb__round_boundary(struct kb_run *run)
     return run->order[0];
 }
 
+void kb__pass_baton(struct kb_rank *rk, int suspend)
+{
+    struct kb_run *run = rk->run;
+    struct kb_worker *w = rk->w; /* the rank record may go once the baton does */
+    kb__turn_end(rk);
+    int next = next_in_round(run);
+    if (next == KB_DRIVER)
+        next = round_boundary(run); /* the next round's first rank, if no driver work */
+    /* How to wait, copied with the baton held, after the boundary this
+     * rank may have run (the policy changes its choice only there). */
+    struct kb_wait_budget wait = {0};
+    if (suspend)
+        kb__wait_next_turn(run->wait, rk->index, &wait);
+    int nudging = suspend ? wait.watch != 0 : kb__wait_nudging(run->wait);
+    struct kb_slot *ahead = nudge_target(run, nudging, rk->index, next);
+    if (ahead)
+        ck_pr_store_int(&w->nudging, 1); /* published by the post below */
+    kb__handoff(run, next);              /* may be this rank itself: a round of one */
+    /* The baton is gone: from here only our worker, our copy of how to
+     * wait and our slot. The nudge comes after the post so that it costs
+     * the next holder nothing; until our nudging mark drops, the driver
+     * frees no worker (kb__wait_nudges), so the nudged slot stays. */
+    if (ahead) {
+        kb__slot_nudge(ahead);
+        ck_pr_fence_release();
+        ck_pr_store_int(&w->nudging, 0);
+    }
+    if (suspend)
+        kb__slot_wait_budget(&w->slot, &wait);
+}
+
 /* No rank is live: 1, or KB_EDIVERGED when a strict replay has rounds
  * the program did not run. */
 static int all_finished(struct kb_run *run)
@@ -328,7 +363,6 @@ static int drain_round(struct kb_run *run)
     uint64_t t0 = run->files.tl ? kb__now_ns() : 0;
     int rc = kb__drain(run->ctx, &run->failure.drain_handle, &run->failure.drain_origin);
     run->counters.drains++;
-    run->counters.driver_drains++;
     if (run->files.tl)
         kb__tl_slice(run, KB_DRIVER, KB_TL_DRAIN, t0, kb__now_ns(), 0, (int64_t)run->counters.rounds);
     if (run->files.record)
@@ -355,7 +389,7 @@ int kb__sched_round(struct kb_run *run)
     if (rc != 0)
         return stop_run(run, rc);
     begin_round(run);
-    struct kb_slot *ahead = kb__nudge_target(run, KB_DRIVER, run->order[0]);
+    struct kb_slot *ahead = nudge_target(run, kb__wait_nudging(run->wait), KB_DRIVER, run->order[0]);
     kb__handoff(run, run->order[0]);
     if (ahead)
         kb__slot_nudge(ahead); /* safe after the post: only the driver frees workers */

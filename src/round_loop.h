@@ -17,10 +17,6 @@ struct kb_slot;
 /* The CPU a rank's thread is pinned to under the run's affinity option,
  * -1 for none. */
 int kb__wanted_cpu(const struct kb_run *run, int rank);
-/* With nudges (run->rank_wait.watch): the slot of the holder after next,
- * which the thread handing the baton from self to next wakes ahead of its
- * turn once it has posted, or NULL for none. */
-struct kb_slot *kb__nudge_target(const struct kb_run *run, int self, int next);
 
 /* Driver, holding the baton: wait until no rank is between its post and
  * the end of its nudge (rank.c: nudge_ahead), so that every worker may be
@@ -48,15 +44,13 @@ void kb__rank_retire(struct kb_run *run, struct kb_rank *rk);
 /* Open the barrier when every live rank has arrived: the next generation,
  * opened in the current round. Baton holder only. */
 void kb__barrier_check(struct kb_run *run);
-/* The next holder after the current rank's turn: the next rank of the
- * round's order, or KB_DRIVER at the end of the round. Baton holder. */
-int kb__next_in_round(struct kb_run *run);
-/* At the end of a round, on the rank that ends it: when the driver has
- * nothing to do (nothing to drain, ranks still live, no limit or replay to
- * check, no timed kb_join whose deadline passed), run the round boundary
- * here (the empty drain, the next round's order) and return the next
- * round's first rank; else KB_DRIVER. */
-int kb__round_boundary(struct kb_run *run);
+/* The baton pass: rank rk (holding the baton) ends its turn and hands the
+ * baton to the next rank of the round; at the round's end to the driver,
+ * or, when the driver has nothing to do, runs the round boundary itself
+ * and hands it to the next round's first rank. With nudges it then wakes
+ * the holder after next ahead of its turn. suspend: rk then waits for its
+ * next turn, as the wait policy says (else its function has ended). */
+void kb__pass_baton(struct kb_rank *rk, int suspend);
 /* Driver, in a timed kb_join: the deadline at which to set join.due, or
  * NULL when there is none (not timed, or set already). */
 const struct timespec *kb__join_deadline(const struct kb_run *run);

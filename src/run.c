@@ -10,8 +10,7 @@
 
 #include "alloc.h"
 #include "annotate.h"
-#include "baton_wait_policy.h"
-#include "baton_wait_reactive.h"
+#include "wait_policy.h"
 #include "crash.h"
 #include "error.h"
 #include "registry.h"
@@ -56,6 +55,7 @@ static void run_free(struct kb_run *run)
     free(run->opt.cpus);
     free(run->counters.rank_turns);
     free(run->counters.rank_cpu_ns);
+    kb__wait_policy_destroy(run->wait);
     free(run->ranks);
     free(run);
 }
@@ -66,7 +66,6 @@ void kb__run_destroy(struct kb_run *run)
     kb__run_files_finish(run);
     if (run->opt.stats)
         kb__stats_fill(run, run->opt.stats);
-    kb__wait_reactive_save(run, &run->ctx->wait_memory);
     kb__wait_nudges(run); /* a finished rank may still be nudging a slot */
     release_workers(run, 0);
     run_free(run);
@@ -83,7 +82,7 @@ static int assign_worker(struct kb_run *run, int i)
     w->fresh = created;
     w->rank = &run->ranks[i];
     w->cmd = KB_CMD_RUN;
-    w->park_look_ns = run->park_look_ns;
+    w->park_look_ns = kb__wait_park_ns(run->wait);
     run->ranks[i].w = w;
     if (run->opt.crash_report && !w->altstack) {
         w->altstack = kb__malloc(run->opt.altstack_size);
@@ -145,8 +144,11 @@ static int run_resolve(struct kb_run *run, const kb_spawn_opts *opts)
     if (rc != 0)
         return rc;
     run->opt.observe = run->opt.stats || run->files.tl;
-    kb__wait_policy_resolve(run);
-    return 0;
+    struct kb_wait_setup ws = {.nprocs = run->nprocs,
+                               .affinity = run->opt.affinity,
+                               .spread_ncpus = run->opt.ncpus,
+                               .memory = &run->ctx->wait_memory};
+    return kb__wait_policy_create(&ws, &run->wait);
 }
 
 /* Give every rank a worker; on failure none ran: pooled workers go back,

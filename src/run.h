@@ -10,7 +10,7 @@
  * every write before the post with every read after the wait.
  *
  * What a thread does without the baton touches no (B) field: a waiting
- * thread looks at its own slot (spinning or yielding, baton_wait_policy.c) and
+ * thread looks at its own slot (spinning or yielding, wait_policy.h) and
  * sleeps on it; a rank that has just posted may nudge the slot of the
  * holder after next (kb__nudge_target), raising its worker's nudging mark
  * while it does; a parked worker looks at its own slot; a rank after its
@@ -26,7 +26,6 @@
 #include <time.h>
 
 #include "baton.h"
-#include "baton_wait_reactive.h"
 #include "ctx.h"
 #include "error.h"
 #include "kbthreads.h"
@@ -34,6 +33,7 @@
 #include "run_files.h"
 #include "spawn_options.h"
 #include "stats.h"
+#include "wait_policy.h"
 #include "watchdog.h"
 #include "worker.h"
 
@@ -73,8 +73,7 @@ struct kb_rank {
     int failed;    /* a failure of this rank is in run->failure.errors */
     int susp;      /* enum kb_susp: where it last suspended */
     kb_handle susp_handle;
-    pid_t tid;           /* its worker's kernel thread id (debuggers) */
-    unsigned seat_epoch; /* (B) the run's seat.epoch when it last seated itself */
+    pid_t tid; /* its worker's kernel thread id (debuggers) */
     /* with run->opt.observe: the current turn's start (wall and CPU time) */
     uint64_t turn_start_ns;
     uint64_t turn_cpu_ns;
@@ -131,27 +130,11 @@ struct kb_run {
         struct timespec deadline; /* ...this absolute CLOCK_MONOTONIC time */
         int due;
     } join;
-    /* How a suspended rank waits for its next turn, and how long the
-     * driver, and a worker whose rank finished, look at their slots before
-     * they sleep (baton_wait_policy.c). park_look_ns is fixed for the
-     * spawn. rank_wait is (B): fixed too, unless the reactive policy steers
-     * it (reactive.active), which changes it only at round boundaries; a
-     * rank copies it before it passes the baton on (rank.c: pass_on).
-     * rank_wait.watch is non-zero exactly when ranks nudge the holder
-     * after next (kb__nudge_target); reactive.nudged stays 1 once any mode
-     * with nudges was used (kb__wait_nudges). */
-    struct kb_wait_budget rank_wait;
-    unsigned park_look_ns;
-    struct kb_wait_reactive reactive; /* (B) baton_wait_reactive.h */
-    /* Seating (rank_seat.h), (B): the CPUs even and odd ranks are seated
-     * on (-1: the run seats none), the CPU every rank is gathered on
-     * instead (-1: seated by parity), and the seatings asked for so far: a
-     * rank whose seat_epoch differs seats itself at its next suspension. */
-    struct {
-        int cpu[2];
-        int gather;
-        unsigned epoch;
-    } seat;
+    /* How threads wait for the baton (wait_policy.h): the holder's. */
+    struct kb_wait_policy *wait;
+    /* (B) some rank nudged (kb__nudge_target found a slot): kb__wait_nudges
+     * must look at the workers' nudging marks. */
+    int nudged;
     pid_t driver_tid;             /* the thread driving now or last (debuggers) */
     struct kb_run_options opt;    /* fixed once created; spawn_options.h */
     struct kb_run_files files;    /* run_files.h */

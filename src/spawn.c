@@ -161,7 +161,7 @@ static int join_rounds(struct kb_run *run, long timeout_ms)
     if (run->join.timed)
         run->join.deadline = kb__deadline_after_ms(timeout_ms);
     ck_pr_store_int(&run->join.due, timeout_ms == 0);
-    kb__wait_reactive_restart(run); /* the time since the last kb_join is no handoff's */
+    kb__wait_resume(run->wait, run->counters.handoffs); /* the time since the last kb_join is no handoff's */
     struct driver_pin pin;
     pin_driver(run, &pin);
     int rc;
@@ -169,7 +169,7 @@ static int join_rounds(struct kb_run *run, long timeout_ms)
         ;
     run->join.timed = 0;
     if (rc == 0)
-        kb__wait_reactive_pause(run); /* the run waits for the next kb_join */
+        kb__wait_pause(run->wait); /* the run waits for the next kb_join */
     unpin_driver(&pin);
     return rc;
 }

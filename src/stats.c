@@ -45,9 +45,8 @@ void kb__stats_fill(const struct kb_run *run, kb_spawn_stats *st)
     st->drains = run->counters.drains;
     st->engine_waits = run->counters.engine_waits;
     st->collectives = run->counters.collectives;
-    st->wait_seats = run->counters.seats;
     st->wall_ns = kb__now_ns() - run->counters.start_ns;
-    kb__wait_reactive_fill(run, st);
+    kb__wait_report(run->wait, st);
     for (size_t i = 0; i < st->rank_cap && i < (size_t)run->nprocs; i++) {
         if (st->rank_turns)
             st->rank_turns[i] = run->counters.rank_turns ? run->counters.rank_turns[i] : 0;

@@ -15,10 +15,7 @@ struct kb_rank;
 
 struct kb_counters {
     uint64_t rounds, turns, handoffs, drains, engine_waits, collectives;
-    uint64_t
-        driver_drains; /* drains the driver ran (the rest were empty: the rank ending its round ran them) */
-    uint64_t seats;    /* ranks seated (rank_seat.c) */
-    uint64_t start_ns; /* when the run was created (CLOCK_MONOTONIC) */
+    uint64_t start_ns;     /* when the run was created (CLOCK_MONOTONIC) */
     uint64_t *rank_turns;  /* per rank, when stats are wanted, else NULL */
     uint64_t *rank_cpu_ns; /* per rank, when stats are wanted, else NULL */
 };

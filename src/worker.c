@@ -12,6 +12,7 @@
 #include "ctx.h"
 #include "rank.h"
 #include "run.h"
+#include "wait_policy.h"
 #ifdef KB_HAVE_VALGRIND_H
 #include <valgrind/valgrind.h>
 #endif
@@ -36,7 +37,7 @@ static void *worker_main(void *arg)
          * spawn ended costs one watch. It watches yielding unless it is
          * pinned (KB_AFFINITY_SPREAD, from its rank's first turn on): an
          * unpinned thread may share its CPU with the holder. */
-        wait.watch = KB_NUDGE_WATCH_NS | (w->pinned_cpu < 0 ? KB_WATCH_YIELD : 0);
+        wait.watch = KB_WAIT_LOOK_NS | (w->pinned_cpu < 0 ? KB_WATCH_YIELD : 0);
         kb__slot_wait_budget(&w->slot, &wait);
         if (w->cmd == KB_CMD_EXIT)
             return NULL;

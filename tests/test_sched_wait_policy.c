@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The wait policy as a spawn reports it (kb_spawn_stats.wait_*): the
- * reactive default measures and may switch, KB_WAIT_POLICY forces a fixed
- * mode or the static choice, the cycle test mode switches every round,
- * and none of them changes the order. The decisions themselves are tested
- * with a clock of the test's own in test_internal_wait_reactive.c.
+ * default measures and may switch, KB_WAIT_POLICY forces a fixed mode or
+ * the static choice, the cycle test mode switches every round, and none
+ * of them changes the order. The decisions themselves are tested with a
+ * clock of the test's own in test_internal_wait_policy.c.
  */
 #include <sched.h>
 #include <setjmp.h>
@@ -99,9 +99,11 @@ static void test_the_default_policy_is_reactive_and_reports_what_it_measured(voi
     assert_int_equal(st.wait_reactive, 1);
     assert_true(st.wait_mode >= 0 && st.wait_mode < KB_WAIT_MODES);
     assert_true(st.wait_ns[st.wait_mode] > 0); /* the mode it ended in was measured */
-    assert_true(st.wait_probes >= 1);          /* and at least one other was tried */
-    assert_true(st.wait_switches <= st.wait_probes);
-    if (kbt_policy_cpus() < 4) /* spin only where every rank can have a CPU */
+    int measured = 0;
+    for (int m = 0; m < KB_WAIT_MODES; m++)
+        measured += st.wait_ns[m] > 0;
+    assert_true(measured >= 2); /* and at least one other was tried */
+    if (kbt_policy_cpus() < 4)  /* spin only where every rank can have a CPU */
         assert_int_equal(st.wait_ns[KB_WAIT_SPIN], 0);
     free(t);
 }
@@ -119,7 +121,7 @@ static void test_kb_wait_policy_forces_each_mode_and_nothing_is_measured(void **
         assert_int_equal(st.wait_mode, want);
         assert_string_equal(kb_wait_mode_name(st.wait_mode), names[want]);
         assert_int_equal(st.wait_reactive, 0);
-        assert_int_equal(st.wait_switches + st.wait_probes, 0);
+        assert_int_equal(st.wait_switches, 0);
         for (int k = 0; k < KB_WAIT_MODES; k++)
             assert_int_equal(st.wait_ns[k], 0);
     }
@@ -136,7 +138,7 @@ static void test_kb_wait_policy_static_keeps_the_choice_from_the_counts(void **s
     kb_spawn_stats st = spawn_traced(2, 2000, 0, t);
     assert_int_equal(st.wait_mode, KB_WAIT_LOOK);
     assert_int_equal(st.wait_reactive, 0);
-    assert_int_equal(st.wait_switches + st.wait_probes, 0);
+    assert_int_equal(st.wait_switches, 0);
     st = spawn_traced(8 * kbt_policy_cpus() + 1, 100, 0, t);
     assert_int_equal(st.wait_mode, kbt_policy_cpus() >= 2 ? KB_WAIT_NUDGE : KB_WAIT_LOOK);
     free(t);
@@ -188,12 +190,14 @@ static void test_a_short_spawn_keeps_the_static_choice(void **state)
     int n = 8 * kbt_policy_cpus() + 1;
     kb_spawn_stats st = spawn_traced(n, 3, 0, t);
     assert_int_equal(st.wait_reactive, 1);
-    assert_int_equal(st.wait_probes, 0); /* far fewer handoffs than a try's share needs */
+    for (int m = 0; m < KB_WAIT_MODES; m++) /* too short for a try: only its own mode measured, if any */
+        if (m != st.wait_mode)
+            assert_int_equal(st.wait_ns[m], 0);
     assert_int_equal(st.wait_mode, kbt_policy_cpus() >= 2 ? KB_WAIT_NUDGE : KB_WAIT_LOOK);
     free(t);
 }
 
-/* A ctx whose reactive spawn of 4 ranks (16 000 handoffs) measured its
+/* A ctx whose adapting spawn of 4 ranks (16 000 handoffs) measured its
  * mode; *first gets that spawn's stats. */
 static kb_ctx *ctx_that_learnt(struct trace *t, kb_spawn_stats *first)
 {
@@ -220,7 +224,7 @@ static void test_a_ctx_starts_its_next_spawn_of_a_shape_where_the_last_one_ended
     assert_round_robin(t, 4);
     assert_int_equal(next.wait_reactive, 1);
     assert_int_equal(next.wait_mode, first.wait_mode);
-    assert_int_equal(next.wait_switches + next.wait_probes, 0);
+    assert_int_equal(next.wait_switches, 0);
     assert_memory_equal(next.wait_ns, first.wait_ns, sizeof next.wait_ns);
     kb_ctx_destroy(ctx);
     free(t);

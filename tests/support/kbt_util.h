@@ -104,7 +104,7 @@ static inline int kbt_real_cpus(void)
 }
 
 /* The CPU count the wait policy makes its choices for
- * (src/baton_wait_policy.c): KB_TEST_CPUS when the suite is run with it
+ * (src/wait_policy.c): KB_TEST_CPUS when the suite is run with it
  * (tests give the policy 1, 2, 4 or 64 CPUs that way on any machine),
  * else the real count. Seating and the affinity options pin to the real
  * CPUs whatever it says. */

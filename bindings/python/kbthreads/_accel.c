@@ -170,7 +170,7 @@ static PyMethodDef accel_methods[] = {
      "drain_handle, live, turn), the kb_spawn_error read and freed."},
     {"process_context_stats", accel_process_context_stats, METH_O,
      "process_context_stats(pc) -> (rounds, turns, handoffs, drains, engine_waits, collectives, wall_ns, "
-     "wait_mode, wait_reactive, wait_switches, wait_probes, wait_ns, wait_seats): kb_process_context_stats."},
+     "wait_mode, wait_reactive, wait_switches, wait_ns): kb_process_context_stats."},
     {"process_context_free", accel_process_context_free, METH_O, "kb_process_context_free(pc)."},
     {"spawn_check", accel_spawn_check, METH_VARARGS,
      "spawn_check(core or None, nprocs, stack_size) -> (rc, why): kb_spawn_check with the binding's "

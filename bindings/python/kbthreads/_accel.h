@@ -64,7 +64,7 @@ PyObject *accel_core_start(Core *c, PyObject *args);
 PyObject *accel_join(PyObject *mod, PyObject *args);
 /* process_context_stats(pc) -> (rounds, turns, handoffs, drains,
  * engine_waits, collectives, wall_ns, wait_mode, wait_reactive,
- * wait_switches, wait_probes, {mode name: ns per handoff}, wait_seats). */
+ * wait_switches, {mode name: ns per handoff}). */
 PyObject *accel_process_context_stats(PyObject *mod, PyObject *pc);
 /* process_context_free(pc). */
 PyObject *accel_process_context_free(PyObject *mod, PyObject *pc);

@@ -315,12 +315,11 @@ PyObject *accel_process_context_stats(PyObject *mod, PyObject *addr)
     }
     if (!ns)
         return NULL;
-    return Py_BuildValue("(KKKKKKKsNKKNK)", (unsigned long long)st.rounds, (unsigned long long)st.turns,
+    return Py_BuildValue("(KKKKKKKsNKN)", (unsigned long long)st.rounds, (unsigned long long)st.turns,
                          (unsigned long long)st.handoffs, (unsigned long long)st.drains,
                          (unsigned long long)st.engine_waits, (unsigned long long)st.collectives,
                          (unsigned long long)st.wall_ns, kb_wait_mode_name(st.wait_mode),
-                         PyBool_FromLong(st.wait_reactive), (unsigned long long)st.wait_switches,
-                         (unsigned long long)st.wait_probes, ns, (unsigned long long)st.wait_seats);
+                         PyBool_FromLong(st.wait_reactive), (unsigned long long)st.wait_switches, ns);
 }
 
 PyObject *accel_process_context_free(PyObject *mod, PyObject *addr)

@@ -5,12 +5,10 @@ once it ended, Context.last_stats, and the wait policy's report in them
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import pytest
 
 import kbthreads
-from kbthreads import _loader
 
 MODES = {"sleep", "look", "nudge", "spin"}
 
@@ -61,7 +59,7 @@ def test_the_default_policy_is_reactive_and_names_its_mode(monkeypatch):
     assert st.wait_mode in MODES
     assert set(st.wait_ns) == MODES
     assert st.wait_ns[st.wait_mode] > 0  # the mode it ended in was measured
-    assert st.wait_probes >= st.wait_switches
+    assert sum(1 for ns in st.wait_ns.values() if ns > 0) >= 2  # and another was tried
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
@@ -70,29 +68,8 @@ def test_kb_wait_policy_forces_the_reported_mode_and_nothing_is_measured(monkeyp
     with kbthreads.spawn(yields, (200,), nprocs=2, join=False) as pc:
         pc.join()
         st = pc.stats
-    assert (st.wait_mode, st.wait_reactive, st.wait_switches, st.wait_probes) == (mode, False, 0, 0)
+    assert (st.wait_mode, st.wait_reactive, st.wait_switches) == (mode, False, 0)
     assert set(st.wait_ns.values()) == {0}
-
-
-def test_a_spawn_with_nudges_reports_each_rank_seated_once(monkeypatch):
-    monkeypatch.setenv("KB_WAIT_POLICY", "nudge")
-    with kbthreads.spawn(yields, (50,), nprocs=8, join=False) as pc:
-        pc.join()
-        st = pc.stats
-    # One CPU: nothing to nudge onto. A build without KB_FEATURE_AFFINITY
-    # (the portable one) nudges but cannot pin, so it seats nobody.
-    can_pin = bool(_loader.accel.features() & _loader.accel.KB_FEATURE_AFFINITY)
-    seats = 8 if st.wait_mode == "nudge" and can_pin else 0
-    assert st.wait_seats == seats
-    assert len(os.sched_getaffinity(0)) < 2 or st.wait_mode == "nudge"
-
-
-def test_a_spawn_that_looks_seats_nobody(monkeypatch):
-    monkeypatch.setenv("KB_WAIT_POLICY", "look")
-    with kbthreads.spawn(yields, (50,), nprocs=8, join=False) as pc:
-        pc.join()
-        st = pc.stats
-    assert (st.wait_mode, st.wait_seats) == ("look", 0)
 
 
 def test_last_stats_is_none_before_the_first_spawn_and_kept_after_each():
@@ -125,6 +102,6 @@ def test_a_contexts_next_spawn_of_the_same_nprocs_starts_where_the_last_one_ende
     other = ctx.last_stats
     ctx.close()
     assert first is not None and nxt is not None and other is not None
-    assert (nxt.wait_mode, nxt.wait_ns, nxt.wait_probes) == (first.wait_mode, first.wait_ns, 0)
+    assert (nxt.wait_mode, nxt.wait_ns, nxt.wait_switches) == (first.wait_mode, first.wait_ns, 0)
     assert first.wait_ns[first.wait_mode] > 0
     assert set(other.wait_ns.values()) == {0}
