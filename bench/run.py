@@ -183,7 +183,8 @@ def parse_args() -> argparse.Namespace:
                          "beside the new ones (impls kbthreads_baseline*, kbthreads_py_baseline*)")
     ap.add_argument("--ablate", action="store_true",
                     help="the wait-policy jobs run the default against the default with each of its "
-                         "mechanisms switched off (KB_WAIT_ABLATE; issue 45's ablation) instead of the forced modes")
+                         "mechanisms switched off (KB_WAIT_ABLATE, which only the library of commit c9a14eb "
+                         "reads: issue 45's ablation) instead of the forced modes")
     ap.add_argument("--no-idle-wait", action="store_true",
                     help="record the load at each job's start but never wait for an idle machine")
     args = ap.parse_args()

@@ -308,7 +308,7 @@ void kb__wait_round(struct kb_wait_policy *p, uint64_t h)
         return;
     if (p->cycle) {
         int i = 0;
-        while (i < p->ncand && p->cand[i] != p->mode)
+        while (i < p->ncand && p->cand[i] != p->l.home) /* (mode: nudge is a sleep on one CPU) */
             i++;
         p->l.home = p->cand[(i + 1) % p->ncand];
         set_mode(p, p->l.home);

@@ -551,6 +551,21 @@ static void test_cycle_moves_to_the_next_mode_at_every_round_boundary(void **sta
     kb__wait_policy_destroy(s.p);
 }
 
+static void test_cycle_reaches_spin_with_one_cpu_counted_too(void **state)
+{
+    (void)state;
+    setenv("KB_WAIT_POLICY", "cycle", 1);
+    struct sim s = simulate(3, 1, 1, 1, 1, 1); /* nudge's budget is a sleep there */
+    int spins = 0;
+    for (int r = 0; r < 8; r++) {
+        sim_rounds(&s, 1);
+        struct kb_wait_budget b = told(s.p);
+        spins += mode_of(&b) == KB_WAIT_SPIN;
+    }
+    assert_int_equal(spins, 2); /* every fourth round */
+    kb__wait_policy_destroy(s.p);
+}
+
 static void test_wait_mode_names(void **state)
 {
     (void)state;
@@ -726,6 +741,7 @@ int main(void)
         T(test_a_pause_ends_a_try),
         T(test_homes_window_spans_pauses_and_counts_none_of_them),
         T(test_cycle_moves_to_the_next_mode_at_every_round_boundary),
+        T(test_cycle_reaches_spin_with_one_cpu_counted_too),
         T(test_wait_mode_names),
         T(test_a_spawn_of_the_shape_the_ctx_remembers_starts_where_the_last_one_ended),
         T(test_a_spawn_of_another_shape_starts_from_the_counts),
