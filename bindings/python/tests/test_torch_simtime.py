@@ -364,6 +364,60 @@ def test_flop_counts_leak_between_ranks_on_greenlets():
     assert counts != right
 
 
+def _assorted_ops(rank):
+    """Ops whose FLOPs torch counts by different paths: flat arguments (mm,
+    addmm with alpha and beta, bmm), lists of ints (convolution), an op that
+    decomposes (attention), and their backward passes; sizes per rank."""
+    g = torch.Generator().manual_seed(rank)
+    d = 8 * (rank + 1)
+    x = torch.randn(d, 16, generator=g, requires_grad=True)
+    w = torch.randn(16, 32, generator=g, requires_grad=True)
+    y = torch.addmm(torch.zeros(32), x, w, beta=0.5, alpha=2.0)
+    k = torch.randn(4, 3, 3, 3, generator=g, requires_grad=True)
+    z = torch.nn.functional.conv2d(torch.randn(1, 3, d, d, generator=g), k, padding=1)
+    q = torch.randn(1, 2, d, 8, generator=g, requires_grad=True)
+    a = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    (y.sum() + z.sum() + torch.bmm(q[0], q[0].transpose(1, 2)).sum() + a.sum() + (x @ x.t()).sum()).backward()
+
+
+def test_each_ranks_flops_are_what_flop_counter_mode_counts_for_its_ops():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    want = {}
+    for r in range(3):
+        with FlopCounterMode(display=False) as m:
+            _assorted_ops(r)
+        want[r] = m.get_total_flops()
+    run = kbt.spawn(_assorted_ops, nprocs=3, network=kbt.Network(A, B), device_flops=1e12)
+    got = {r: s["flops"] for r, s in run.summary()["ranks"].items()}
+    assert got == want and len(set(want.values())) == 3
+
+
+def test_a_compiled_function_in_a_rank_runs_eagerly_and_is_counted_without_compiling_the_counter():
+    import torch._dynamo
+
+    def f(a):
+        b = torch.relu(a @ a)
+        torch._dynamo.graph_break()
+        return b + 1
+
+    cf = torch.compile(f, backend="eager")
+    seen = {}
+
+    def rank_main(rank):
+        a = torch.randn(16, 16)
+        seen[rank] = torch.equal(cf(a), f(a))
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    run = kbt.spawn(rank_main, nprocs=2, network=kbt.Network(A, B), device_flops=1e12)
+    assert seen == {0: True, 1: True}
+    assert all(s["flops"] == 2 * 2 * 16**3 for s in run.summary()["ranks"].values())
+    # torch.compile skips frames while a counting mode is on the rank's stack;
+    # were the mode's own dispatch frame open to it, it would trace (and break in) that
+    assert not torch._dynamo.utils.counters["graph_break"]
+
+
 def test_the_prediction_example_prints_and_writes_the_same_twice(tmp_path):
     from pathlib import Path
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode, _FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, _FlopCounterMode, shape_wrapper
 
 from ._network import Network
 
@@ -54,27 +54,92 @@ class _GlobalOnly:
 ComputeFn = Callable[[int, int, float], float]
 
 
-class _Counting(_FlopCounterMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is untyped
-    """FlopCounterMode's dispatch mode with a fast path: an op PyTorch's FLOP
-    registry does not know and that has no decomposition to look inside
-    (most of them: add, relu, copies) runs straight through; everything else
-    takes FlopCounterMode's own path. The mode runs for every op of every
-    rank, and that path builds a set and tries a decomposition per op."""
+def _dynamo_off(code: Any) -> bool:
+    """Mark code (and everything it calls) to run without torch.compile, as
+    torch._dynamo.disable(recursive=True) does per call. False where this
+    torch has no such switch."""
+    try:
+        from torch._C._dynamo import eval_frame
 
-    _plain: dict[Any, bool] = {}  # op -> True when it can run straight through (per process)
+        skip = eval_frame._FrameAction.SKIP
+        eval_frame.set_code_exec_strategy(code, eval_frame._FrameExecStrategy(skip, skip))
+    except (ImportError, AttributeError, TypeError, RuntimeError):
+        return False
+    return True
+
+
+# the code of the wrapper torch's FLOP registry puts around a formula of shapes
+_SHAPE_WRAPPER_CODE = shape_wrapper(lambda: None).__code__  # type: ignore[no-untyped-call]  # torch's is untyped
+_PLAIN, _COUNTED, _TORCHS = 0, 1, 2  # how _Counting handles an op (see its docstring)
+
+
+class _Counting(_FlopCounterMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is untyped
+    """FlopCounterMode's dispatch mode with fast paths. The mode runs for
+    every op of every rank, so its per-op cost is the cost of simulated time:
+
+    - an op PyTorch's FLOP registry does not know and that has no
+      decomposition to look inside (most of them: add, relu, copies) runs
+      straight through (_PLAIN);
+    - an op the registry knows runs and is counted, as FlopCounterMode's
+      last step does (_COUNTED);
+    - anything else takes FlopCounterMode's own path (_TORCHS): it tries a
+      decomposition, handles higher-order ops.
+
+    torch wraps every mode's ``__torch_dispatch__`` in a function that turns
+    torch.compile off while it runs (a compile must not trace into a mode).
+    That wrapper is a few Python calls per op; here the same is asked of the
+    interpreter once, by marking this method's code to run without torch.compile,
+    its callees too (_dynamo_off). Where this torch lacks that switch, the
+    method keeps torch's wrapper."""
+
+    _how: dict[Any, int] = {}  # op -> _PLAIN, _COUNTED or _TORCHS (per process)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        plain = _Counting._plain.get(func)
-        if plain is None:
-            plain = _Counting._plain[func] = (
-                isinstance(func, torch._ops.OpOverload)
-                and func not in self.counter.flop_registry
-                and func._overloadpacket not in self.counter.flop_registry
-                and not func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
-            )
-        if plain:
+        how = _Counting._how.get(func)
+        if how is None:
+            how = _Counting._how[func] = self._classify(func)
+        if how == _PLAIN:
             return func(*args, **(kwargs or {}))
+        if how == _COUNTED:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            self._count(func._overloadpacket, out, args, kwargs)
+            return out
         return super().__torch_dispatch__(func, types, args, kwargs)  # type: ignore[no-untyped-call]  # torch's is untyped
+
+    _off_by_code = _dynamo_off(__torch_dispatch__.__code__)
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:  # read once, when the class is made: wrap unless marked
+        return not cls._off_by_code
+
+    def _count(self, packet: Any, out: Any, args: Any, kwargs: Any) -> None:
+        """FlopCounterMode._count_flops, without its tree of shapes where the
+        op's arguments are flat (tensors and scalars, a tensor out): the
+        registry's formula is then called with the shapes directly."""
+        formula = self.counter.flop_registry[packet]
+        flat = (
+            getattr(formula, "__code__", None) is _SHAPE_WRAPPER_CODE
+            and isinstance(out, torch.Tensor)
+            and not any(isinstance(a, (list, tuple, dict)) for a in args)
+            and not any(isinstance(a, (list, tuple, dict)) for a in kwargs.values())
+        )
+        if not flat:
+            self.counter._count_flops(packet, out, args, kwargs)  # type: ignore[no-untyped-call]  # torch's is untyped
+            return
+        shape = [a.shape if isinstance(a, torch.Tensor) else a for a in args]
+        kw = {k: v.shape if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        self.counter.flop_counts["Global"][packet] += formula.__wrapped__(*shape, out_shape=out.shape, **kw)
+
+    def _classify(self, func: Any) -> int:
+        registry = self.counter.flop_registry
+        if (
+            not isinstance(func, torch._ops.OpOverload)
+            or func in registry
+            or func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
+        ):
+            return _TORCHS  # FlopCounterMode decomposes it and counts the parts
+        return _COUNTED if func._overloadpacket in registry else _PLAIN
 
 
 def compute_model(device_flops: float | None, compute: Any, cpu_factor: float) -> tuple[str, ComputeFn]:
