@@ -153,15 +153,6 @@ static void seat_resolve(struct kb_wait_policy *p)
     p->seat_cpu[1] = cpus[i];
 }
 
-/* Every rank moves at its next suspension: by parity (cpu < 0), or onto cpu. */
-static void seat(struct kb_wait_policy *p, int cpu)
-{
-    if (p->seat_cpu[0] < 0)
-        return;
-    p->gather_cpu = cpu;
-    p->epoch++;
-}
-
 static void set_mode(struct kb_wait_policy *p, int mode)
 {
     int was = p->mode, had_watch = p->rank.watch != 0;
@@ -173,11 +164,12 @@ static void set_mode(struct kb_wait_policy *p, int mode)
      * turn 0 on the driver's CPU, turn k by bit k - 1 of the pid, so that two
      * processes gathered on one CPU part where their pids differ. */
     unsigned t = (unsigned)p->l.turn, other = t ? ((unsigned)getpid() >> ((t - 1) % 16)) & 1u : 0u;
-    if (p->rank.watch && !had_watch)
-        seat(p, -1);
-    else if (!p->rank.watch &&
-             (had_watch || (mode == KB_WAIT_LOOK && was >= 0 && was != mode && p->nprocs > p->ncpu)))
-        seat(p, p->seat_cpu[1 ^ other]);
+    int gather = !p->rank.watch &&
+                 (had_watch || (mode == KB_WAIT_LOOK && was >= 0 && was != mode && p->nprocs > p->ncpu));
+    if (p->seat_cpu[0] >= 0 && (gather || (p->rank.watch && !had_watch))) {
+        p->gather_cpu = gather ? p->seat_cpu[1 ^ other] : -1; /* -1: by parity */
+        p->epoch++;                                           /* every rank moves at its next suspension */
+    }
 }
 
 enum phase { SETTLE, HOME, TRY };
