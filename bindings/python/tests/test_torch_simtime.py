@@ -418,6 +418,36 @@ def test_a_compiled_function_in_a_rank_runs_eagerly_and_is_counted_without_compi
     assert not torch._dynamo.utils.counters["graph_break"]
 
 
+_WITHOUT_THE_MARK = """
+import sys
+import torch._dynamo  # binds its own names first
+from torch._C._dynamo import eval_frame
+del eval_frame.set_code_exec_strategy  # a PyTorch without the mark
+sys.path.insert(0, sys.argv[1])
+import test_torch_simtime as t
+import kbthreads.torch._simtime as simtime
+assert not simtime._Counting._off_by_code
+assert hasattr(simtime._Counting.__dict__["__torch_dispatch__"], "__wrapped__")  # torch's wrapper
+t.test_each_ranks_flops_are_what_flop_counter_mode_counts_for_its_ops()
+print("counted")
+"""
+
+
+def test_without_pytorchs_code_mark_the_counting_mode_keeps_torchs_wrapper_and_counts_the_same():
+    from pathlib import Path
+
+    from torch_helpers import child_env
+
+    here = str(Path(__file__).resolve().parent)
+    r = subprocess.run([sys.executable, "-c", _WITHOUT_THE_MARK, here], capture_output=True, text=True,
+                       timeout=300, env=child_env())
+    assert r.returncode == 0 and r.stdout.strip() == "counted", r.stderr
+    import kbthreads.torch._simtime as simtime
+
+    assert simtime._Counting._off_by_code  # here, with the mark: no wrapper
+    assert not hasattr(simtime._Counting.__dict__["__torch_dispatch__"], "__wrapped__")
+
+
 def test_the_prediction_example_prints_and_writes_the_same_twice(tmp_path):
     from pathlib import Path
 
