@@ -7,7 +7,7 @@
  * schedule forces the rounds it lists loosely and never diverges
  * (strategy.h: kb__order_partial). Driver only, holding the baton: the
  * rank ending a round hands the baton back while a strict replay runs
- * (round_loop.h: kb__round_boundary).
+ * (round_loop.c: round_boundary).
  */
 #ifndef KB_REPLAY_CHECK_H
 #define KB_REPLAY_CHECK_H

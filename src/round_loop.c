@@ -78,7 +78,8 @@ int kb__wanted_cpu(const struct kb_run *run, int rank)
  * of a round that is this round's first rank: the next round's first in
  * round-robin order, a guess in the others (a wrong guess costs a wasted
  * watch, never the order). self: the holder (KB_DRIVER for the driver).
- * Holder only, after next was chosen and before it is posted. */
+ * Holder only, after next was chosen and before it is posted; a slot
+ * returned raises run->nudged (kb__wait_nudges then looks at the marks). */
 static struct kb_slot *nudge_target(struct kb_run *run, int nudging, int self, int next)
 {
     if (!nudging || next == KB_DRIVER || run->norder < 2)
@@ -131,7 +132,7 @@ void kb__join_expire(struct kb_run *run)
 /* Driver: take the baton back. In a timed kb_join the ranks run round
  * boundaries themselves as in kb_spawn; the driver sleeps no longer than
  * the join's deadline, then raises join.due, so that the rank ending the
- * current round hands the baton back (kb__round_boundary), and waits on.
+ * current round hands the baton back (round_boundary), and waits on.
  * No clock is read on the ranks' side. */
 static void driver_wait(struct kb_run *run)
 {
@@ -394,7 +395,7 @@ int kb__sched_round(struct kb_run *run)
     if (ahead)
         kb__slot_nudge(ahead); /* safe after the post: only the driver frees workers */
     /* Ranks now pass the baton among themselves, through as many rounds
-     * as need no drain work (kb__round_boundary), until one hands it back. */
+     * as need no drain work (round_boundary), until one hands it back. */
     driver_wait(run);
     end_round(run);
     if (run->stop == KB_STOP_FAILED) {

@@ -19,7 +19,7 @@ struct kb_slot;
 int kb__wanted_cpu(const struct kb_run *run, int rank);
 
 /* Driver, holding the baton: wait until no rank is between its post and
- * the end of its nudge (rank.c: nudge_ahead), so that every worker may be
+ * the end of its nudge (kb__pass_baton), so that every worker may be
  * freed. Ranks raise their nudging mark only while they hold the baton, so
  * none starts meanwhile. Costs N loads when nothing is in flight. */
 void kb__wait_nudges(struct kb_run *run);

@@ -10,7 +10,6 @@
 
 #include "alloc.h"
 #include "annotate.h"
-#include "wait_policy.h"
 #include "crash.h"
 #include "error.h"
 #include "registry.h"
@@ -21,6 +20,7 @@
 #include "stats.h"
 #include "strategy.h"
 #include "system.h"
+#include "wait_policy.h"
 #include "watchdog.h"
 
 /* Hand every rank's worker back, in reverse rank order so that the next

@@ -12,7 +12,7 @@
  * What a thread does without the baton touches no (B) field: a waiting
  * thread looks at its own slot (spinning or yielding, wait_policy.h) and
  * sleeps on it; a rank that has just posted may nudge the slot of the
- * holder after next (kb__nudge_target), raising its worker's nudging mark
+ * holder after next (round_loop.c: nudge_target), raising its worker's nudging mark
  * while it does; a parked worker looks at its own slot; a rank after its
  * last turn runs only glibc's thread exit, which the driver waits for with
  * pthread_join. The driver, waiting for the baton, reads only ck_pr words
@@ -124,7 +124,7 @@ struct kb_run {
      * driver_wait) once the deadline passed, and clears it at the start of
      * each kb_join, holding the baton; ranks only read it, and a rank
      * ending a round hands the baton to the driver while it is set
-     * (kb__round_boundary). */
+     * (round_loop.c: round_boundary). */
     struct {
         int timed;                /* a timed kb_join is driving: due is to be set at... */
         struct timespec deadline; /* ...this absolute CLOCK_MONOTONIC time */
@@ -132,7 +132,7 @@ struct kb_run {
     } join;
     /* How threads wait for the baton (wait_policy.h): the holder's. */
     struct kb_wait_policy *wait;
-    /* (B) some rank nudged (kb__nudge_target found a slot): kb__wait_nudges
+    /* (B) some rank nudged (round_loop.c: nudge_target found a slot): kb__wait_nudges
      * must look at the workers' nudging marks. */
     int nudged;
     pid_t driver_tid;             /* the thread driving now or last (debuggers) */

@@ -160,7 +160,7 @@ static void set_mode(struct kb_wait_policy *p, int mode)
     p->mode = mode == KB_WAIT_NUDGE && !p->rank.watch ? KB_WAIT_SLEEP : mode; /* one CPU: no watch */
     /* Nudges start seated (the woken rank lands on the CPU its waker leaves);
      * looks after nudges, or after another mode with more ranks than CPUs,
-     * gathered (left half on a hog's CPU, looks measured up to 100x slower):
+     * gathered (left half on a hog's CPU, looks are far slower: docs/benchmarks.md):
      * turn 0 on the driver's CPU, turn k by bit k - 1 of the pid, so that two
      * processes gathered on one CPU part where their pids differ. */
     unsigned t = (unsigned)p->l.turn, other = t ? ((unsigned)getpid() >> ((t - 1) % 16)) & 1u : 0u;

@@ -138,7 +138,7 @@ class _Counting(_FlopCounterMode):  # type: ignore[no-untyped-call]  # torch's _
             or func in registry
             or func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
         ):
-            return _TORCHS  # FlopCounterMode decomposes it and counts the parts
+            return _TORCHS  # FlopCounterMode's own path: a decomposition, a higher-order op
         return _COUNTED if func._overloadpacket in registry else _PLAIN
 
 
