@@ -28,8 +28,6 @@ VENV_PACKAGES := python3-venv
 # install_test.sh).
 TEST_PACKAGES := libcmocka-dev valgrind clang clang-format gdb python3-pytest python3-greenlet
 TEST_PACKAGES += ninja-build
-# Debian's pytest on CPython 3.10 (make test-pythons; 3.11 has it built in).
-TEST_PACKAGES += python3-exceptiongroup
 # gdb's py-bt, which the Python binding's gdb test needs (it skips without it).
 TEST_PACKAGES += python3-dbg
 # The explorer's Slurm test (tests/explore/test_explore_slurm.py) brings up a
@@ -52,7 +50,7 @@ VENV_PYTHON ?= /usr/bin/python3
 VENV_PIP_ARGS ?=
 TEST_REQUIREMENTS := bindings/python/requirements-test.txt
 
-.PHONY: all deps deps-build deps-docs deps-venv build build-tests venv demo demo-cpp demo-torch explore-demo test test-fast test-condvar test-portable docs format format-check install clean help
+.PHONY: all deps deps-build deps-docs deps-venv build build-tests venv demo demo-cpp demo-torch explore-demo test test-fast test-loaded test-condvar test-portable docs format format-check install clean help
 
 PREFIX ?= /usr/local
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null || \
@@ -70,6 +68,7 @@ help:
 	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
 	@echo "make test-fast  the suite without the Valgrind and sanitizer passes"
+	@echo "make test-loaded  test-fast beside HOGS (default 2) busy loops: no test may need a free CPU"
 	@echo "make venv       the test venv ($(VENV)): $(TEST_REQUIREMENTS) for $(VENV_PYTHON)"
 	@echo "make test-condvar | test-portable   test-fast and the memcheck pass against a KB_BATON=condvar"
 	@echo "                build ($(CONDVAR_BUILD)/) or a KB_PORTABLE=ON build ($(PORTABLE_BUILD)/)"
@@ -166,6 +165,13 @@ explore-demo: build-tests
 
 test-fast: build-tests
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
+
+# The fast suite beside HOGS busy loops (tests/support/with_cpu_hogs.sh): a
+# user's machine is often busy, and no test may depend on a free CPU.
+HOGS ?= 2
+test-loaded: build-tests
+	cd $(BUILD) && sh $(abspath tests/support/with_cpu_hogs.sh) $(HOGS) \
+	  ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
 
 # The whole suite: format, API docs, the Python packages' typing and lint
 # (python.mk), ctest (with gdb, pytest, packaging, reliability), the same

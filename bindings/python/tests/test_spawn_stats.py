@@ -50,7 +50,11 @@ def test_stats_of_a_live_spawn_count_the_rounds_so_far():
         assert pc.stats.rounds == first + 1
 
 
-def test_the_default_policy_is_reactive_and_names_its_mode(monkeypatch):
+def test_the_default_policy_is_reactive_and_names_the_mode_it_measured(monkeypatch):
+    # How many modes the policy tries within a spawn depends on the time its
+    # windows take (on a busy machine one window can cover the whole spawn),
+    # so only what holds under any load is asserted here; its choices are
+    # tested on a clock of their own (tests/test_internal_wait_policy.c).
     monkeypatch.delenv("KB_WAIT_POLICY", raising=False)
     with kbthreads.spawn(yields, (3000,), nprocs=4, join=False) as pc:
         pc.join()
@@ -59,7 +63,6 @@ def test_the_default_policy_is_reactive_and_names_its_mode(monkeypatch):
     assert st.wait_mode in MODES
     assert set(st.wait_ns) == MODES
     assert st.wait_ns[st.wait_mode] > 0  # the mode it ended in was measured
-    assert sum(1 for ns in st.wait_ns.values() if ns > 0) >= 2  # and another was tried
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
