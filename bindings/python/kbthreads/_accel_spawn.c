@@ -61,8 +61,44 @@ static void spawn_forget(kb_process_context *pc)
     }
 }
 
+/* The end of a rank's thread state, part one: what it owns is freed here,
+ * while the rank's PyGILState_Ensure still counts.
+ *
+ * Why: PyGILState_Release drops the state's gilstate_counter to 0 and only
+ * then clears the state (its thread dict: threading.local values, caches
+ * such as DTensor's per-thread sharding cache; its contextvars context).
+ * Freeing those runs destructors, and a C++ destructor that takes the GIL
+ * through pybind11 (gil_scoped_acquire, as every torch tensor freed from
+ * C++ does) finds this state by PyGILState_GetThisThreadState, counts it
+ * 0 -> 1 -> 0 and deletes it itself; PyGILState_Release then deletes the
+ * freed state again (a segfault in tstate_delete_common, seen after FSDP2
+ * training). Freed here, every such destructor counts 1 -> 2 -> 1.
+ *
+ * The rank runs in a context of its own (ctx, entered by rank_entry), so
+ * its contextvars are dropped here too. Invariant: on return the dict is
+ * empty and the thread's context is the one it had before the rank ran
+ * (freed by the Release with nothing in it). Destructors may add keys to
+ * the dict while it is cleared: it is cleared until it stays empty, up to
+ * a bound (what a destructor adds past it is left to the Release). */
+static void rank_state_free(PyObject *ctx)
+{
+    if (ctx) {
+        if (PyContext_Exit(ctx) < 0) /* the rank left another context entered: the Release frees it */
+            PyErr_WriteUnraisable(ctx);
+        Py_DECREF(ctx);
+    }
+    PyObject *dict = PyThreadState_GetDict(); /* borrowed; NULL only when it cannot be made */
+    for (int i = 0; dict && PyDict_GET_SIZE(dict) > 0 && i < 16; i++)
+        PyDict_Clear(dict);
+    if (PyErr_Occurred()) /* a destructor's error: reported, as Python reports those */
+        PyErr_WriteUnraisable(NULL);
+}
+
 /* A rank's entry: arg is its spawn. The rank thread holds the baton but
- * not the GIL. */
+ * not the GIL. Its thread state is made by PyGILState_Ensure for this
+ * rank and deleted at its end (the thread may be parked and serve a rank
+ * of a later spawn); rank_state_free says why what it owns is freed
+ * first. */
 static int rank_entry(int rank, void *arg)
 {
     struct spawn *s = arg;
@@ -70,6 +106,11 @@ static int rank_entry(int rank, void *arg)
     tls_spawn = s;
     tls_rank = rank;
     int rc = RC_FAILED;
+    PyObject *ctx = PyContext_New();
+    if (ctx && PyContext_Enter(ctx) < 0)
+        Py_CLEAR(ctx);
+    if (!ctx) /* no memory for it: the rank runs in the thread's own context */
+        PyErr_Clear();
     PyObject *r = PyObject_CallFunction(s->entry, "i", rank);
     if (r) {
         long v = PyLong_AsLong(r);
@@ -81,6 +122,7 @@ static int rank_entry(int rank, void *arg)
     if (s->ident)
         s->ident[rank] = 0;
     tls_spawn = NULL;
+    rank_state_free(ctx);
     PyGILState_Release(g);
     return rc;
 }
