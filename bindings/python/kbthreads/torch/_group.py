@@ -68,6 +68,40 @@ def _snap(t: torch.Tensor) -> torch.Tensor:
     return t.detach().clone()
 
 
+def _write(dst: torch.Tensor, src: torch.Tensor, bumps: int = 0) -> None:
+    """Write src's values into the output dst as gloo does, below autograd:
+    no graph records it, so a leaf that requires grad may be an output.
+    ``dst.data`` is an alias of dst's memory with a version counter of its
+    own, so dst's counter (shared with the tensor dst views and its other
+    views) moves by ``bumps`` only: what ProcessGroupGloo's own copies add,
+    measured per collective (_GLOO_BUMPS). An inference tensor, which has
+    no counter, is written in inference mode, the only mode that may."""
+    if dst.is_inference():
+        with torch.inference_mode():
+            dst.copy_(src)
+        return
+    dst.data.copy_(src)
+    for _ in range(bumps):
+        torch.autograd.graph.increment_version(dst)
+
+
+# How far gloo moves an output's version counter, per output tensor (PyTorch
+# 2.13's ProcessGroupGloo: the kinds that gather into a flat buffer copy out
+# of it with ATen below autograd; all_reduce, broadcast, reduce, scatter,
+# all_to_all_single, recv write in place and move nothing). A saved tensor
+# later overwritten by one of these fails backward's check as under gloo.
+_GLOO_BUMPS = {
+    "all_gather": 1,
+    "all_gather_coalesced": 1,
+    "all_gather_into_tensor": 2,
+    "gather": 1,
+    "reduce_scatter": 1,
+    "reduce_scatter_tensor": 1,
+    "all_to_all": 1,
+    "all_reduce_coalesced": 1,
+}
+
+
 def _live(t: torch.Tensor) -> torch.Tensor:
     """An input a reduction reads when the last member arrives, into new
     tensors: no copy needed (an async caller that changes it before then
@@ -195,6 +229,12 @@ class KbProcessGroup(dist.ProcessGroup):
         return name, factor
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:  # type: ignore[override]
+        return self._allreduce(tensors, opts, 0)
+
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
+        return self._allreduce(tensors, opts, _GLOO_BUMPS["all_reduce_coalesced"])
+
+    def _allreduce(self, tensors: list[torch.Tensor], opts: Any, bumps: int) -> KbWork:
         ts = self._tensors(tensors, "all_reduce's tensor")
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         name, factor = self._reduce_op(op, ts[0].dtype)
@@ -214,13 +254,10 @@ class KbProcessGroup(dist.ProcessGroup):
 
         def finish(res: list[torch.Tensor]) -> list[torch.Tensor]:
             for t, r in zip(ts, res):
-                t.copy_(r)
+                _write(t, r, bumps)
             return ts
 
         return self._meet(call, _same, compute, finish)
-
-    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
-        return self.allreduce(tensors, opts)
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:  # type: ignore[override]
         ts = self._tensors(tensors, "broadcast's tensor")
@@ -242,7 +279,7 @@ class KbProcessGroup(dist.ProcessGroup):
         def finish(res: list[torch.Tensor]) -> list[torch.Tensor]:
             if not me:
                 for t, r in zip(ts, res):
-                    t.copy_(r)
+                    _write(t, r)
             return ts
 
         return self._meet(call, _same, compute, finish)
@@ -270,7 +307,7 @@ class KbProcessGroup(dist.ProcessGroup):
         def finish(res: list[torch.Tensor] | None) -> list[torch.Tensor]:
             if res is not None:
                 for t, r in zip(ts, res):
-                    t.copy_(r)
+                    _write(t, r)
             return ts
 
         return self._meet(call, _same, compute, finish)
@@ -301,7 +338,11 @@ class KbProcessGroup(dist.ProcessGroup):
         def finish(res: list[list[torch.Tensor]]) -> list[list[torch.Tensor]]:
             for i, outs in enumerate(output_lists):
                 for j, o in enumerate(outs):
-                    o.copy_(res[j][i].view_as(o) if res[j][i].numel() == o.numel() else res[j][i])
+                    _write(
+                        o,
+                        res[j][i].view_as(o) if res[j][i].numel() == o.numel() else res[j][i],
+                        _GLOO_BUMPS["all_gather"],
+                    )
             return output_lists
 
         return self._meet(call, _same, compute, finish)
@@ -329,7 +370,7 @@ class KbProcessGroup(dist.ProcessGroup):
         def finish(res: list[list[torch.Tensor]]) -> Any:
             for j, outs in enumerate(output_lists):
                 for i, o in enumerate(outs):
-                    o.copy_(res[j][i])
+                    _write(o, res[j][i], _GLOO_BUMPS["all_gather_coalesced"])
             return output_lists
 
         return self._meet(call, _same, compute, finish)
@@ -359,7 +400,7 @@ class KbProcessGroup(dist.ProcessGroup):
             return {g: flat for g in range(len(calls))}
 
         def finish(flat: torch.Tensor) -> torch.Tensor:
-            output.copy_(flat.view(output.shape))
+            _write(output, flat.view(output.shape), _GLOO_BUMPS["all_gather_into_tensor"])
             return output
 
         return self._meet(call, _same, compute, finish)
@@ -401,7 +442,7 @@ class KbProcessGroup(dist.ProcessGroup):
         def finish(res: list[torch.Tensor] | None) -> Any:
             if res is not None:
                 for o, r in zip(output_lists[0], res):
-                    o.copy_(r)
+                    _write(o, r, _GLOO_BUMPS["gather"])
             return output_lists
 
         return self._meet(call, _same, compute, finish)
@@ -431,7 +472,7 @@ class KbProcessGroup(dist.ProcessGroup):
             return {g: calls[root].inputs[g] for g in range(len(calls))}
 
         def finish(r: torch.Tensor) -> Any:
-            outs[0].copy_(r)
+            _write(outs[0], r)
             return outs
 
         return self._meet(call, _same, compute, finish)
@@ -460,7 +501,7 @@ class KbProcessGroup(dist.ProcessGroup):
             return {g: _ops.reduce([c.inputs[g] for c in calls], name, factor) for g in range(len(calls))}
 
         def finish(r: torch.Tensor) -> Any:
-            outs[0].copy_(r)
+            _write(outs[0], r, _GLOO_BUMPS["reduce_scatter"])
             return outs
 
         return self._meet(call, _same, compute, finish)
@@ -492,7 +533,7 @@ class KbProcessGroup(dist.ProcessGroup):
             return {g: _ops.reduce([p[g] for p in parts], name, factor) for g in range(n)}
 
         def finish(r: torch.Tensor) -> torch.Tensor:
-            output.copy_(r.view(output.shape))
+            _write(output, r.view(output.shape), _GLOO_BUMPS["reduce_scatter_tensor"])
             return output
 
         return self._meet(call, _same, compute, finish)
@@ -539,7 +580,7 @@ class KbProcessGroup(dist.ProcessGroup):
 
         def finish(res: list[torch.Tensor]) -> Any:
             for o, r in zip(outs, res):
-                o.copy_(r)
+                _write(o, r, _GLOO_BUMPS["all_to_all"])
             return outs
 
         return self._meet(call, lambda cs: _same(cs, sizes_agree), compute, finish)
@@ -597,7 +638,7 @@ class KbProcessGroup(dist.ProcessGroup):
             return {i: [calls[j].inputs[i] for j in range(n)] for i in range(n)}
 
         def finish(res: list[torch.Tensor]) -> torch.Tensor:
-            output.copy_(torch.cat([r.reshape(-1) for r in res]).view(output.shape))
+            _write(output, torch.cat([r.reshape(-1) for r in res]).view(output.shape))
             return output
 
         return self._meet(call, lambda cs: _same(cs, sizes_agree), compute, finish)
@@ -739,7 +780,7 @@ class _Mailbox:
         data = call.inputs
 
         def finish() -> None:
-            t.copy_(data.view(t.shape))
+            _write(t, data.view(t.shape))
 
         m.calls[src] = call
         m.results = {dst: None}
