@@ -27,6 +27,7 @@
 #include "_accel.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
 
 static PyObject *kb_error; /* kbthreads._errors.KbError(code, what), given by init() */
@@ -74,7 +75,73 @@ static PyObject *suspend(int (*fn)(void), const char *what)
     PyThreadState *ts = PyEval_SaveThread();
     int rc = fn();
     PyEval_RestoreThread(ts);
+    if (accel_resumed(rc) < 0)
+        return NULL;
     return suspension_result(rc, what);
+}
+
+/* ---- the switch hook ------------------------------------------------------------
+ *
+ * kbthreads.torch keeps process-wide state (sys.argv, os.environ, torch's
+ * generator, ...) per rank by swapping it when another thread takes the
+ * baton. The hook is a Python callable, None until set_switch_hook installs
+ * one (so a plain spawn pays one load and branch per resumption). A rank
+ * that resumes at a suspension point calls it when the last thread noted
+ * (by an earlier resumption or note_switch) is another one: the hook then
+ * saves the process's state for its previous owner and loads the rank's.
+ * Threads are told apart by PyThreadState_GetID, which the interpreter
+ * never reuses (a rank thread parked for a context's next spawn gets a new
+ * thread state, so a new id, at its next entry). Both statics are read and
+ * written only with the GIL held. */
+PyObject *accel_switch_hook;
+static uint64_t switch_last; /* the id of the thread state noted last; 0: none */
+
+int accel_switch_run(int rc)
+{
+    uint64_t me = PyThreadState_GetID(PyThreadState_Get());
+    if (me == switch_last)
+        return 0;
+    switch_last = me;
+    PyObject *hook = Py_NewRef(accel_switch_hook); /* it may remove itself */
+    PyObject *r = PyObject_CallNoArgs(hook);
+    if (r) {
+        Py_DECREF(r);
+        Py_DECREF(hook);
+        return 0;
+    }
+    if (rc != 0) { /* the suspension's own error (SystemExit when cancelled) is the one raised */
+        PyErr_WriteUnraisable(hook);
+        Py_DECREF(hook);
+        return 0;
+    }
+    Py_DECREF(hook);
+    return -1;
+}
+
+/* set_switch_hook(hook or None): install or remove the hook; no thread is
+ * noted afterwards, so the next resumption calls the new hook. */
+static PyObject *accel_set_switch_hook(PyObject *mod, PyObject *hook)
+{
+    (void)mod;
+    if (hook != Py_None && !PyCallable_Check(hook)) {
+        PyErr_Format(PyExc_TypeError, "set_switch_hook: hook must be callable or None, not %.100s",
+                     Py_TYPE(hook)->tp_name);
+        return NULL;
+    }
+    Py_XSETREF(accel_switch_hook, hook == Py_None ? NULL : Py_NewRef(hook));
+    switch_last = 0;
+    Py_RETURN_NONE;
+}
+
+/* note_switch(): the calling thread is noted as the last to run (it loaded
+ * its own state itself: a rank that starts, a driver that took the process
+ * back), so a rank resuming next calls the hook. */
+static PyObject *accel_note_switch(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    switch_last = PyThreadState_GetID(PyThreadState_Get());
+    Py_RETURN_NONE;
 }
 
 static PyObject *accel_yield(PyObject *mod, PyObject *unused)
@@ -158,6 +225,11 @@ static PyMethodDef accel_methods[] = {
     {"init", accel_init, METH_O, "init(KbError): the binding's error class."},
     {"yield_", accel_yield, METH_NOARGS, "kb_yield, raising as kbthreads.yield_ does."},
     {"barrier", accel_barrier, METH_NOARGS, "kb_barrier, raising as kbthreads.barrier does."},
+    {"set_switch_hook", accel_set_switch_hook, METH_O,
+     "set_switch_hook(hook or None): hook() runs on a rank that resumes at a suspension point after "
+     "another thread ran."},
+    {"note_switch", accel_note_switch, METH_NOARGS,
+     "note_switch(): the calling thread is the last to run (the next rank to resume calls the hook)."},
     {"in_hook", accel_in_hook, METH_NOARGS, "kb_in_hook(): True while this thread runs an engine hook."},
     {"rank", accel_rank, METH_NOARGS, "kb_rank(): this thread's rank, or -1."},
     {"world_size", accel_world_size, METH_NOARGS, "kb_world_size(): the ranks of this rank's spawn, or 0."},

@@ -69,6 +69,8 @@ static PyObject *core_wait(Core *c, PyObject *const *args, Py_ssize_t nargs, PyO
         PyThreadState *ts = PyEval_SaveThread();
         rc = kb_wait(c->ctx, id);
         PyEval_RestoreThread(ts);
+        if (accel_resumed(rc) < 0)
+            return NULL;
     }
     if (rc == 0)
         Py_RETURN_NONE;

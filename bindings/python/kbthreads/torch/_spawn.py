@@ -13,6 +13,8 @@ from .._spawn import ProcessContext
 from . import _world
 from ._meeting import SpawnTable
 from ._network import Network
+from ._rank_launch import ArgvArg, EnvironArg
+from ._rank_process import Launch
 from ._simtime import NetworkEngine, SimRun, Timing, compute_model, rank_time
 from ._store import KbStore
 
@@ -24,14 +26,18 @@ class TorchProcessContext:
     (``join(timeout=None) -> bool``, ``close()``, ``with``) that restores
     torch.distributed once the spawn is over."""
 
-    def __init__(self, pc: ProcessContext) -> None:
+    def __init__(self, pc: ProcessContext, launch: Launch) -> None:
         self._pc = pc
+        self._launch = launch
         self._installed = True
 
     def _release(self) -> None:
         if self._installed:
             self._installed = False
-            _world.uninstall()
+            try:
+                self._launch.end()
+            finally:
+                _world.uninstall()
 
     def join(self, timeout: float | None = None) -> bool:
         try:
@@ -41,6 +47,8 @@ class TorchProcessContext:
             raise
         if done:
             self._release()
+        else:
+            self._launch.take_back()  # ranks are parked: the caller's own process state meanwhile
         return done
 
     def close(self) -> None:
@@ -79,6 +87,8 @@ def spawn(
     device_flops: float | None = None,
     compute: Any = None,
     cpu_factor: float = 1.0,
+    environ: EnvironArg = None,
+    argv: ArgvArg = None,
 ) -> TorchProcessContext | SimRun | None:
     """Run ``fn(rank, *args)`` on ``nprocs`` kbthreads ranks, the way
     ``torch.multiprocessing.spawn`` runs it in processes; inside, each rank's
@@ -99,6 +109,17 @@ def spawn(
     returns a SimRun (``summary()``, ``write_timeline(path)``,
     ``write_plot(path)``); it needs ``join=True`` and a context without an
     engine.
+
+    Process-wide state per rank (docs/rank-state.md): each rank has its own
+    torch default CPU generator, ``random`` functions, numpy legacy global
+    RandomState, ``os.environ``, ``sys.argv``, ``sys.excepthook`` and
+    ``sys.modules["__main__"]``, each starting as a copy of the caller's when
+    the spawn begins; the caller's are unchanged when the spawn ends.
+    ``environ``: entries added to each rank's copy of the caller's
+    ``os.environ`` (a mapping of str to str, or ``environ(rank)`` returning
+    one); ``argv``: each rank's ``sys.argv`` (a sequence of str, or
+    ``argv(rank)`` returning one; default a copy of the caller's). Callables
+    are called on the caller's thread, for every rank, before any rank starts.
 
     Raises kbthreads.SpawnException when ranks fail (root causes only),
     after cancelling the others in rank order."""
@@ -131,22 +152,27 @@ def spawn(
     table = SpawnTable(ctx, next(_spawn_ids), nprocs)
     table.timing = timing
     store = KbStore(table)
+    launch = Launch(nprocs, environ, argv)  # checks environ and argv first: TypeError / ValueError
 
     def entry(rank: int, *a: Any) -> None:
-        st = _world.RankState(table, rank, nprocs, store)
-        _world.enter_rank(st)
+        launch.enter(rank)
         try:
-            if timing is not None:
-                timing.begin_rank(rank)
+            st = _world.RankState(table, rank, nprocs, store)
+            _world.enter_rank(st)
             try:
-                fn(rank, *a)
-            finally:
                 if timing is not None:
-                    timing.end_rank(rank)
+                    timing.begin_rank(rank)
+                try:
+                    fn(rank, *a)
+                finally:
+                    if timing is not None:
+                        timing.end_rank(rank)
+            finally:
+                table.finished.add(rank)
+                table.epoch += 1
+                _world.leave_rank(st)
         finally:
-            table.finished.add(rank)
-            table.epoch += 1
-            _world.leave_rank(st)
+            launch.leave()
 
     if timing is not None:
         saved = ctx.engine
@@ -155,8 +181,11 @@ def spawn(
         try:
             ctx.spawn(entry, args, nprocs)
         finally:
-            _world.uninstall()
-            ctx.engine = saved
+            try:
+                launch.end()
+            finally:
+                _world.uninstall()
+                ctx.engine = saved
         return SimRun(timing)
 
     _world.install()
@@ -164,13 +193,19 @@ def spawn(
         try:
             pc = ctx.spawn(entry, args, nprocs, join=False)
         except BaseException:
-            _world.uninstall()
+            try:
+                launch.end()
+            finally:
+                _world.uninstall()
             raise
-        return TorchProcessContext(pc)
+        return TorchProcessContext(pc, launch)
     try:
         ctx.spawn(entry, args, nprocs)
     finally:
-        _world.uninstall()
+        try:
+            launch.end()
+        finally:
+            _world.uninstall()
     return None
 
 
