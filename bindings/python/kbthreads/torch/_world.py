@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
+from . import _rank_caches
 from ._group import BACKEND, GroupInfo, KbProcessGroup
 from ._meeting import SpawnTable
 from ._store import KbStore
@@ -41,6 +42,13 @@ class RankState:
     store: KbStore
     world: _RankWorld | None = None  # this rank's world
     incarnations: collections.Counter[str] = field(default_factory=collections.Counter)
+    key: int = field(default_factory=_rank_caches.new_key)  # this rank of this spawn, in torch's caches
+
+
+def current_key() -> int | None:
+    """The calling rank's key (_rank_caches.py), None off a rank."""
+    st = current()
+    return st.key if st is not None else None
 
 
 def current() -> RankState | None:
@@ -196,6 +204,7 @@ def install() -> None:
                 _saved[name] = getattr(c10d, name)
                 setattr(c10d, name, hook)
             _set_thread_isolation_mode(True)
+            _rank_caches.install(current_key)
         _users += 1
 
 
@@ -207,6 +216,7 @@ def uninstall() -> None:
             _set_thread_isolation_mode(False)
             for name in ("_world", "rendezvous", "_new_process_group_helper"):
                 setattr(c10d, name, _saved.pop(name))
+            _rank_caches.uninstall()
 
 
 def _set_thread_isolation_mode(on: bool) -> None:
