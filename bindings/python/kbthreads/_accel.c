@@ -80,68 +80,205 @@ static PyObject *suspend(int (*fn)(void), const char *what)
     return suspension_result(rc, what);
 }
 
-/* ---- the switch hook ------------------------------------------------------------
+/* ---- the state switch -------------------------------------------------------------
  *
- * kbthreads.torch keeps process-wide state (sys.argv, os.environ, torch's
- * generator, ...) per rank by swapping it when another thread takes the
- * baton. The hook is a Python callable, None until set_switch_hook installs
- * one (so a plain spawn pays one load and branch per resumption). A rank
- * that resumes at a suspension point calls it when the last thread noted
- * (by an earlier resumption or note_switch) is another one: the hook then
- * saves the process's state for its previous owner and loads the rank's.
- * Threads are told apart by PyThreadState_GetID, which the interpreter
- * never reuses (a rank thread parked for a context's next spawn gets a new
- * thread state, so a new id, at its next entry). Both statics are read and
- * written only with the GIL held. */
-PyObject *accel_switch_hook;
-static uint64_t switch_last; /* the id of the thread state noted last; 0: none */
+ * kbthreads.torch keeps process-wide state per rank (sys.argv, os.environ,
+ * torch's generator, ...) by swapping it when another thread takes the
+ * baton. What is swapped is a table set up by switch_setup: places, each a
+ * (dict, key) pair (sys.__dict__["argv"], sys.modules["__main__"], ...),
+ * and accessors, each a (get, set) pair of callables (torch's generator
+ * state). A record is a list holding one value per place then one per
+ * accessor (the sentinel `absent` for a key not in its dict). One record,
+ * the owner, has its values in the process; every other holds its own.
+ *
+ * A thread bound to a record (switch_bind: a rank, at its start) that
+ * resumes at a suspension point after another thread was noted (by a
+ * resumption or switch_take) takes the process over: it saves the
+ * process's values into the owner's record, loads its own, and becomes the
+ * owner (the "lazy save": a record's values are read only when another
+ * needs the process). Without a table (a plain spawn) a resumption pays
+ * one load and branch; a rank resuming after itself (N = 1, or the driver
+ * did not run Python in between) pays an id compare. Threads are told
+ * apart by PyThreadState_GetID, which the interpreter never reuses (a
+ * parked rank thread gets a new thread state at its next entry).
+ *
+ * The swap runs with the GIL held and runs no bytecode until the process
+ * holds the new owner's values throughout (old values are released last),
+ * so no other thread, signal handler or asynchronous exception sees half a
+ * swap. Everything here is read and written with the GIL held. */
+#define SWITCH_MAX 16 /* places + accessors */
 
-int accel_switch_run(int rc)
+int accel_switch_on; /* a table is set up */
+static PyObject *sw_places, *sw_accessors, *sw_owner, *sw_absent;
+static uint64_t sw_last;                 /* the id of the thread state noted last; 0: none */
+static _Thread_local PyObject *sw_bound; /* this thread's record (a strong reference), or NULL */
+
+static int record_ok(PyObject *rec)
 {
-    uint64_t me = PyThreadState_GetID(PyThreadState_Get());
-    if (me == switch_last)
+    Py_ssize_t n = PyTuple_GET_SIZE(sw_places) + PyTuple_GET_SIZE(sw_accessors);
+    if (PyList_CheckExact(rec) && PyList_GET_SIZE(rec) == n)
         return 0;
-    switch_last = me;
-    PyObject *hook = Py_NewRef(accel_switch_hook); /* it may remove itself */
-    PyObject *r = PyObject_CallNoArgs(hook);
-    if (r) {
-        Py_DECREF(r);
-        Py_DECREF(hook);
-        return 0;
-    }
-    if (rc != 0) { /* the suspension's own error (SystemExit when cancelled) is the one raised */
-        PyErr_WriteUnraisable(hook);
-        Py_DECREF(hook);
-        return 0;
-    }
-    Py_DECREF(hook);
+    PyErr_Format(PyExc_ValueError, "kbthreads._accel: a switch record is a list of %zd values", n);
     return -1;
 }
 
-/* set_switch_hook(hook or None): install or remove the hook; no thread is
- * noted afterwards, so the next resumption calls the new hook. */
-static PyObject *accel_set_switch_hook(PyObject *mod, PyObject *hook)
+/* The process's values become rec's; rec becomes the owner. */
+static int swap_to(PyObject *rec)
+{
+    if (rec == sw_owner)
+        return 0;
+    if (record_ok(rec) < 0)
+        return -1;
+    Py_ssize_t np = PyTuple_GET_SIZE(sw_places), na = PyTuple_GET_SIZE(sw_accessors), k = 0;
+    PyObject *cur[SWITCH_MAX]; /* the process's values now: new references */
+    for (; k < np; k++) {      /* reading them changes nothing */
+        PyObject *place = PyTuple_GET_ITEM(sw_places, k);
+        PyObject *v = PyDict_GetItemWithError(PyTuple_GET_ITEM(place, 0), PyTuple_GET_ITEM(place, 1));
+        if (!v && PyErr_Occurred())
+            goto fail;
+        cur[k] = Py_NewRef(v ? v : sw_absent);
+    }
+    for (; k < np + na; k++) {
+        cur[k] = PyObject_CallNoArgs(PyTuple_GET_ITEM(PyTuple_GET_ITEM(sw_accessors, k - np), 0));
+        if (!cur[k])
+            goto fail;
+    }
+    for (Py_ssize_t j = 0; j < na;
+         j++) { /* torch's set_state: fails only for a bad state, before any place moved */
+        PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(PyTuple_GET_ITEM(sw_accessors, j), 1),
+                                          PyList_GET_ITEM(rec, np + j));
+        if (!r)
+            goto fail;
+        Py_DECREF(r);
+    }
+    for (Py_ssize_t i = 0; i < np; i++) { /* the previous values stay referenced by cur: nothing is freed */
+        PyObject *place = PyTuple_GET_ITEM(sw_places, i), *d = PyTuple_GET_ITEM(place, 0);
+        PyObject *key = PyTuple_GET_ITEM(place, 1), *v = PyList_GET_ITEM(rec, i);
+        int rc = v == sw_absent ? PyDict_DelItem(d, key) : PyDict_SetItem(d, key, v);
+        if (rc < 0 && v == sw_absent && PyErr_ExceptionMatches(PyExc_KeyError))
+            PyErr_Clear();
+        else if (rc < 0) /* out of memory: the table is half swapped, as little as can be done about it */
+            goto fail;
+    }
+    PyObject *old = sw_owner;
+    sw_owner = Py_NewRef(rec);
+    for (Py_ssize_t i = 0; i < np + na; i++) /* last: dropping old values may run any code */
+        PyList_SetItem(old, i, cur[i]);
+    Py_DECREF(old);
+    return 0;
+fail:
+    while (k > 0)
+        Py_DECREF(cur[--k]);
+    return -1;
+}
+
+int accel_switch_run(int rc)
+{
+    PyObject *mine = sw_bound;
+    if (!mine)
+        return 0; /* a thread with no record: a rank of a plain spawn */
+    uint64_t me = PyThreadState_GetID(PyThreadState_Get());
+    if (me == sw_last)
+        return 0;
+    sw_last = me;
+    Py_INCREF(mine);
+    int r = swap_to(mine);
+    if (r < 0 && rc != 0) { /* the suspension's own error (SystemExit when cancelled) is the one raised */
+        PyErr_WriteUnraisable(mine);
+        r = 0;
+    }
+    Py_DECREF(mine);
+    return r;
+}
+
+/* switch_setup(places, accessors, owner, absent): the table, and the
+ * record whose values the process holds now. */
+static PyObject *accel_switch_setup(PyObject *mod, PyObject *args)
 {
     (void)mod;
-    if (hook != Py_None && !PyCallable_Check(hook)) {
-        PyErr_Format(PyExc_TypeError, "set_switch_hook: hook must be callable or None, not %.100s",
-                     Py_TYPE(hook)->tp_name);
+    PyObject *places, *accessors, *owner, *absent;
+    if (!PyArg_ParseTuple(args, "O!O!O!O", &PyTuple_Type, &places, &PyTuple_Type, &accessors, &PyList_Type,
+                          &owner, &absent))
+        return NULL;
+    Py_ssize_t np = PyTuple_GET_SIZE(places), na = PyTuple_GET_SIZE(accessors);
+    for (Py_ssize_t i = 0; i < np + na; i++) {
+        PyObject *t = i < np ? PyTuple_GET_ITEM(places, i) : PyTuple_GET_ITEM(accessors, i - np);
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 2 ||
+            (i < np
+                 ? !PyDict_Check(PyTuple_GET_ITEM(t, 0))
+                 : !PyCallable_Check(PyTuple_GET_ITEM(t, 0)) || !PyCallable_Check(PyTuple_GET_ITEM(t, 1)))) {
+            PyErr_SetString(PyExc_TypeError, "switch_setup: places are (dict, key), accessors (get, set)");
+            return NULL;
+        }
+    }
+    if (np + na > SWITCH_MAX || PyList_GET_SIZE(owner) != np + na) {
+        PyErr_Format(PyExc_ValueError, "switch_setup: at most %d values, and an owner holding one each",
+                     SWITCH_MAX);
         return NULL;
     }
-    Py_XSETREF(accel_switch_hook, hook == Py_None ? NULL : Py_NewRef(hook));
-    switch_last = 0;
+    Py_XSETREF(sw_places, Py_NewRef(places));
+    Py_XSETREF(sw_accessors, Py_NewRef(accessors));
+    Py_XSETREF(sw_owner, Py_NewRef(owner));
+    Py_XSETREF(sw_absent, Py_NewRef(absent));
+    sw_last = 0;
+    accel_switch_on = 1;
     Py_RETURN_NONE;
 }
 
-/* note_switch(): the calling thread is noted as the last to run (it loaded
- * its own state itself: a rank that starts, a driver that took the process
- * back), so a rank resuming next calls the hook. */
-static PyObject *accel_note_switch(PyObject *mod, PyObject *unused)
+/* switch_clear(): no table; the process keeps the owner's values. */
+static PyObject *accel_switch_clear(PyObject *mod, PyObject *unused)
 {
     (void)mod;
     (void)unused;
-    switch_last = PyThreadState_GetID(PyThreadState_Get());
+    accel_switch_on = 0;
+    sw_last = 0;
+    Py_CLEAR(sw_places);
+    Py_CLEAR(sw_accessors);
+    Py_CLEAR(sw_owner);
+    Py_CLEAR(sw_absent);
     Py_RETURN_NONE;
+}
+
+/* switch_bind(record or None): the calling thread's record (a rank's, at
+ * its start and, None, at its end). */
+static PyObject *accel_switch_bind(PyObject *mod, PyObject *rec)
+{
+    (void)mod;
+    if (rec != Py_None && !PyList_CheckExact(rec)) {
+        PyErr_SetString(PyExc_TypeError, "switch_bind: a record (a list) or None");
+        return NULL;
+    }
+    PyObject *old = sw_bound;
+    sw_bound = rec == Py_None ? NULL : Py_NewRef(rec);
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
+/* switch_take(record): the calling thread takes the process over for
+ * record now (a rank that starts, a driver taking it back for its
+ * caller), and is noted as the last to run. */
+static PyObject *accel_switch_take(PyObject *mod, PyObject *rec)
+{
+    (void)mod;
+    if (!accel_switch_on) {
+        PyErr_SetString(PyExc_RuntimeError, "switch_take: no switch table is set up");
+        return NULL;
+    }
+    Py_INCREF(rec);
+    int r = swap_to(rec);
+    Py_DECREF(rec);
+    if (r < 0)
+        return NULL;
+    sw_last = PyThreadState_GetID(PyThreadState_Get());
+    Py_RETURN_NONE;
+}
+
+/* switch_owner(): the record whose values the process holds, or None. */
+static PyObject *accel_switch_owner(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    return Py_NewRef(sw_owner ? sw_owner : Py_None);
 }
 
 static PyObject *accel_yield(PyObject *mod, PyObject *unused)
@@ -225,11 +362,14 @@ static PyMethodDef accel_methods[] = {
     {"init", accel_init, METH_O, "init(KbError): the binding's error class."},
     {"yield_", accel_yield, METH_NOARGS, "kb_yield, raising as kbthreads.yield_ does."},
     {"barrier", accel_barrier, METH_NOARGS, "kb_barrier, raising as kbthreads.barrier does."},
-    {"set_switch_hook", accel_set_switch_hook, METH_O,
-     "set_switch_hook(hook or None): hook() runs on a rank that resumes at a suspension point after "
-     "another thread ran."},
-    {"note_switch", accel_note_switch, METH_NOARGS,
-     "note_switch(): the calling thread is the last to run (the next rank to resume calls the hook)."},
+    {"switch_setup", accel_switch_setup, METH_VARARGS,
+     "switch_setup(places, accessors, owner, absent): the process-wide values a rank's resumption swaps."},
+    {"switch_clear", accel_switch_clear, METH_NOARGS, "switch_clear(): no more swaps."},
+    {"switch_bind", accel_switch_bind, METH_O, "switch_bind(record or None): the calling thread's record."},
+    {"switch_take", accel_switch_take, METH_O,
+     "switch_take(record): the calling thread takes the process over for record now."},
+    {"switch_owner", accel_switch_owner, METH_NOARGS,
+     "switch_owner(): the record the process holds, or None."},
     {"in_hook", accel_in_hook, METH_NOARGS, "kb_in_hook(): True while this thread runs an engine hook."},
     {"rank", accel_rank, METH_NOARGS, "kb_rank(): this thread's rank, or -1."},
     {"world_size", accel_world_size, METH_NOARGS, "kb_world_size(): the ranks of this rank's spawn, or 0."},

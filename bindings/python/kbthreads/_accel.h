@@ -44,17 +44,17 @@ extern PyObject *accel_str_engine, *accel_str_wait, *accel_str_driver_wait, *acc
 extern PyObject *accel_str_engine_takes_meta;
 extern PyObject *accel_str_bind_hook, *accel_str_abort_hook;
 
-/* _accel.c, the switch hook (set_switch_hook): NULL unless installed. A
- * rank calls accel_resumed(rc) with the GIL held right after it took the
- * baton back at a suspension point (rc: the suspension's own result). It
- * returns 0, or -1 with the hook's exception set (only when rc is 0: a
- * hook failing in a failed suspension is written as unraisable, and the
+/* _accel.c, the state switch (switch_setup): a rank calls
+ * accel_resumed(rc) with the GIL held right after it took the baton back
+ * at a suspension point (rc: the suspension's own result). It returns 0,
+ * or -1 with an exception set when the swap failed (only when rc is 0: a
+ * swap failing in a failed suspension is written as unraisable, and the
  * suspension's error is the one raised). */
-extern PyObject *accel_switch_hook;
+extern int accel_switch_on;
 int accel_switch_run(int rc);
 static inline int accel_resumed(int rc)
 {
-    return accel_switch_hook ? accel_switch_run(rc) : 0;
+    return accel_switch_on ? accel_switch_run(rc) : 0;
 }
 
 /* Raise KbError(rc, what). Returns NULL. */
