@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from . import _rank_caches
+from . import _rank_caches, _rank_hooks
 from ._group import BACKEND, GroupInfo, KbProcessGroup
 from ._meeting import SpawnTable
 from ._store import KbStore
@@ -205,6 +205,7 @@ def install() -> None:
                 setattr(c10d, name, hook)
             _set_thread_isolation_mode(True)
             _rank_caches.install(current_key)
+            _rank_hooks.install(current_key)
         _users += 1
 
 
@@ -217,6 +218,7 @@ def uninstall() -> None:
             for name in ("_world", "rendezvous", "_new_process_group_helper"):
                 setattr(c10d, name, _saved.pop(name))
             _rank_caches.uninstall()
+            _rank_hooks.uninstall()
 
 
 def _set_thread_isolation_mode(on: bool) -> None:
