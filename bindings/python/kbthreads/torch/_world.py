@@ -126,26 +126,37 @@ def _create(opts: Any, pg_options: Any = None) -> KbProcessGroup:
 
 
 _CPU_NAMES = {"gloo", "undefined", BACKEND}
+# PyTorch's fake backend (torch.testing._internal.distributed.fake_pg): a
+# group that communicates nothing, with whatever rank and world size it is
+# asked for, made inside one process by design. A rank that asks for one
+# gets one, as its own process would (PyTorch's tests make one per rank).
+_OWN_NAMES = {"fake"}
 
 
 def _serve_backend(backend: Any) -> str:
     """The backend string a rank's group is made with: every name that
-    serves CPU tensors becomes kbthreads; others are refused."""
+    serves CPU tensors becomes kbthreads; "fake" stays PyTorch's own;
+    others are refused."""
     text = str(backend).lower()
     if ":" in text or "," in text:
         devices = dict(part.split(":", 1) for part in text.split(",") if ":" in part)
         cpu = devices.get("cpu")
         if cpu in _CPU_NAMES:
             return BACKEND
+        if cpu in _OWN_NAMES and all(v in _OWN_NAMES for v in devices.values()):
+            return text
         raise ValueError(
             f"kbthreads.torch: backend {str(backend)!r} has no CPU backend kbthreads can stand in for "
             f"(it serves gloo, 'cpu:gloo', None and 'kbthreads'; CUDA collectives are not simulated)"
         )
-    if text in _CPU_NAMES or text == "fake":
+    if text in _CPU_NAMES:
         return BACKEND
+    if text in _OWN_NAMES:
+        return text
     raise ValueError(
         f"kbthreads.torch: backend {str(backend)!r} is not served: kbthreads stands in for CPU backends "
-        "('gloo', 'cpu:gloo', None, 'kbthreads'); CUDA collectives (nccl) are not simulated"
+        "('gloo', 'cpu:gloo', None, 'kbthreads') and makes PyTorch's 'fake' groups; "
+        "CUDA collectives (nccl) are not simulated"
     )
 
 
