@@ -3,8 +3,10 @@
 
 Swapped when another thread takes the baton (one reference each, so a swap
 is cheap): ``sys.argv``, ``sys.excepthook``, ``os.environ`` (with
-``os.environb``, which shares its data), ``sys.modules["__main__"]``, and the
-state of torch's default CPU generator (read and written back: 0.85 us).
+``os.environb``, which shares its data), ``sys.modules["__main__"]``,
+``sys.stdout`` and ``sys.stderr`` (a rank's ``redirect_stdout`` is its own; the
+objects themselves are the caller's, shared), and the state of torch's
+default CPU generator (read and written back: 0.85 us, most of a swap).
 Python's ``random`` and numpy's legacy RandomState are per rank without any
 swap (``_rank_rngs.py``).
 
@@ -57,12 +59,12 @@ _PLACES: tuple[tuple[dict[Any, Any], Any], ...] = (
     (vars(os), "environ"),
     *(((vars(os), "environb"),) if _HAS_ENVIRONB else ()),
     (sys.modules, "__main__"),
+    (vars(sys), "stdout"),
+    (vars(sys), "stderr"),
 )
 _ACCESSORS = ((_gen.get_state, _gen.set_state),)
 _ARGV, _EXCEPTHOOK, _ENVIRON = 0, 1, 2
 _ENVIRONB = 3 if _HAS_ENVIRONB else -1
-_MAIN = len(_PLACES) - 1
-_TORCH = len(_PLACES)
 
 _lock = threading.RLock()  # _users, _outside, _written
 _enabled = True  # False only in the bench's "off" side (bench/torch_bench.py): nothing per rank
