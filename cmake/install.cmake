@@ -65,6 +65,8 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/kbthreads-dump ${PROJECT_SOURCE_DIR
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/kbthreads_tools DESTINATION share/kbthreads
   FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
 install(FILES ${PROJECT_SOURCE_DIR}/gdb/kbthreads_gdb.py DESTINATION share/kbthreads)
+# (kbthreads-torchrun, which runs the Python package, is installed with it:
+# bindings/python/CMakeLists.txt.)
 
 # The build tree's <build>/kbthreads-explore (tests/explore, make
 # explore-demo): a symlink to the launcher, which resolves it and so runs the

@@ -26,4 +26,15 @@ done
 # so it found the package and kbthreads_gdb.py in the prefix
 env -u PYTHONPATH "$prefix/bin/kbthreads-dump" $$ 2>&1 | grep -q "does not use libkbthreads" \
     || { echo "the installed kbthreads-dump does not run"; exit 1; }
+# kbthreads-torchrun, installed with the binding's compiled part (the build
+# wrote it from tools/kbthreads-torchrun.in): it finds the installed kbthreads
+# package relative to itself, and runs with PyTorch 2.x; an interpreter
+# without it gets the package's own message saying so.
+if [ -e "$build/kbthreads-torchrun" ]; then
+    [ -x "$prefix/bin/kbthreads-torchrun" ] || { echo "not installed: bin/kbthreads-torchrun"; exit 1; }
+    env -u PYTHONPATH -u KBTHREADS_LIBRARY -u KBTHREADS_ACCEL "$prefix/bin/kbthreads-torchrun" --help \
+        >"$tmp/torchrun.out" 2>&1 || true
+    grep -q -e "^usage: kbthreads-torchrun" -e "kbthreads.torch needs PyTorch" "$tmp/torchrun.out" \
+        || { echo "kbthreads-torchrun --help printed:"; cat "$tmp/torchrun.out"; exit 1; }
+fi
 echo "ok: the installed kbthreads-explore and kbthreads-dump run from $prefix"

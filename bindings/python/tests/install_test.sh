@@ -21,7 +21,8 @@
 # PATH is the system's (/usr/bin:/bin) behind that python3: the builds use
 # Debian's CMake and Ninja. Each install must print the four ranks of the
 # block's spawn, import kbthreads from its venv, on that interpreter's
-# version, and install the kbthreads-dump and kbthreads-explore commands.
+# version, and install the kbthreads-dump, kbthreads-explore and
+# kbthreads-torchrun commands.
 # Exit 77 (skipped, saying why) when a build requirement is missing, or
 # when no package index answers: both ways need one, the offline one once
 # for its wheels/ (python_package builds offline with the test venv's
@@ -101,6 +102,8 @@ install() {
     for cmd in kbthreads-dump kbthreads-explore; do
         "$tmp/clone/venv/bin/$cmd" --help >/dev/null 2>&1 || fail "$name install with $py: $cmd --help failed"
     done
+    # (kbthreads-torchrun needs PyTorch, which these venvs do not have: installed is all that is asked here)
+    [ -x "$tmp/clone/venv/bin/kbthreads-torchrun" ] || fail "$name install with $py: no kbthreads-torchrun"
     echo "$name install with $py (CPython $ver): ok"
 }
 

@@ -216,4 +216,11 @@ check_ranks "gdb kb ranks (the debug descriptor)" "$(gdb_ranks)"
 stop_ranks
 
 run "$venv/kbthreads-explore" --help >/dev/null || fail "kbthreads-explore --help failed"
+# kbthreads-torchrun (needs PyTorch: the test venv's, when there is one)
+if (cd "$tmp" && run "$venv/python" -c 'import torch') 2>/dev/null; then
+    out=$(cd "$tmp" && run "$venv/kbthreads-torchrun" --nproc-per-node 2 "$tmp/suite/examples/torchrun_train.py" \
+        --steps 1 2>&1) || { printf '%s\n' "$out"; fail "kbthreads-torchrun of examples/torchrun_train.py failed"; }
+    printf '%s\n' "$out" | grep -q "^rank 1 (local rank 1) of 2: " \
+        || { printf '%s\n' "$out"; fail "kbthreads-torchrun: no line from rank 1"; }
+fi
 echo "python_package: ok"

@@ -82,6 +82,7 @@ class Runner:
                 raise RankExit(status) from None
         except Exception as e:
             tb = _script_frames(e.__traceback__)
+            e.__traceback__ = tb  # python's own excepthook prints the exception's traceback, not its argument
             text = "".join(traceback.format_exception(type(e), e, tb))
             self.failures[rank] = Failure(1, "".join(traceback.format_exception_only(type(e), e)).strip(), text)
             sys.stdout.flush()  # what the rank printed first comes first, as with python -u

@@ -44,5 +44,5 @@ def report(title: str, world: int, nproc: int, recorded: Mapping[int, Failure], 
         lines += [_entry(r, nproc, failures[r]) for r in ranks[1:]] or ["  (none)"]
     if e.drain_error is not None:
         lines.append(f"The simulation's engine failed ({e.drain_phase}): {e.drain_error!r}")
-    lines += ["-" * _WIDTH, "The other ranks were stopped where they were.", "=" * _WIDTH]
+    lines += ["-" * _WIDTH, "Ranks still running then were stopped (their finally blocks ran).", "=" * _WIDTH]
     return "\n".join(lines)

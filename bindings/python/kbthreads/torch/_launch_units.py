@@ -13,18 +13,22 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 # (bare number, unit) with optional spaces: "5us", "25 GB/s", "1.5e-6"
 _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(\S*)\s*$")
 
-_SECONDS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6, "ns": 1e-9}
+# Scales are exact (Decimal) so that "5us" reads as the float nearest 5e-6, as 5e-6 does.
+_SECONDS = {
+    u: Decimal(s) for u, s in {"": "1", "s": "1", "ms": "1e-3", "us": "1e-6", "\u00b5s": "1e-6", "ns": "1e-9"}.items()
+}
 
-_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_DECIMAL = {p: Decimal(10) ** e for p, e in {"": 0, "k": 3, "K": 3, "M": 6, "G": 9, "T": 12, "P": 15}.items()}
+_BINARY = {p: Decimal(2) ** e for p, e in {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50}.items()}
 
 
-def _bandwidth_units() -> dict[str, float]:
-    units: dict[str, float] = {"": 1.0}
+def _bandwidth_units() -> dict[str, Decimal]:
+    units: dict[str, Decimal] = {"": Decimal(1)}
     for prefix, scale in (_DECIMAL | _BINARY).items():
         units[f"{prefix}B/s"] = scale  # bytes
         for bits in (f"{prefix}b/s", f"{prefix}bit/s", f"{prefix}bps"):  # bits: 100Gb/s is 12.5 GB/s
@@ -38,7 +42,7 @@ _FLOPS = {
     for prefix, scale in _DECIMAL.items()
     for unit in ("", "FLOP/s", "FLOPS", "flop/s", "flops")
     if prefix or unit
-} | {"": 1.0}
+} | {"": Decimal(1)}
 
 LATENCY_UNITS = "s, ms, us, ns"
 BANDWIDTH_UNITS = "B/s with k, M, G, T (powers of 1000) or Ki, Mi, Gi, Ti (of 1024); b/s, bit/s or bps for bits"
@@ -49,12 +53,15 @@ class UnitError(ValueError):
     """A quantity that could not be read; the message says why."""
 
 
-def quantity(text: str, units: dict[str, float], what: str, names: str) -> float:
+def quantity(text: str, units: dict[str, Decimal], what: str, names: str) -> float:
     """text (a number and an optional unit from units) in the base unit."""
     m = _NUMBER.match(text)
     if m is None or m.group(2) not in units:
         raise UnitError(f"{what}: cannot read {text!r} (a number and a unit: {names})")
-    value = float(m.group(1)) * units[m.group(2)]
+    try:
+        value = float(Decimal(m.group(1)) * units[m.group(2)])
+    except ArithmeticError:  # an exponent beyond Decimal's range
+        value = math.inf
     if not math.isfinite(value):
         raise UnitError(f"{what}: {text!r} is not a finite number")
     return value
