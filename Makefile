@@ -62,8 +62,9 @@ help:
 	@echo "make build      the library, the demos and the Python binding's compiled part in $(BUILD)/"
 	@echo "make demo       build and run the demo (ring all-reduce over 8 simulated ranks)"
 	@echo "make demo-cpp   the same demo written with the C++ layer (same output)"
-	@echo "make demo-torch an unmodified DDP script on 4 kbthreads ranks (examples/ddp_train.py), then its step"
-	@echo "                time predicted for two networks (examples/ddp_predict.py), in the test venv"
+	@echo "make demo-torch an unmodified DDP script on 4 kbthreads ranks (examples/ddp_train.py), a torchrun"
+	@echo "                script by kbthreads-torchrun (examples/torchrun_train.py), then a DDP step time predicted"
+	@echo "                for two networks (examples/ddp_predict.py), in the test venv"
 	@echo "make explore-demo  kbthreads-explore finds, shrinks and replays a planted rank-order bug"
 	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
@@ -148,10 +149,14 @@ demo-cpp: build
 # The package in the source tree, on the library and compiled part built
 # here, in the test venv (its PyTorch).
 # examples/ddp_train.py: a DDP script unchanged but for its launch line
-# (docs/torch.md); examples/ddp_predict.py: its step time predicted for two
-# networks (docs/torch-time.md; timeline and plot in $(BUILD)/).
+# (docs/torch.md); examples/torchrun_train.py: a torchrun script, unchanged,
+# run by kbthreads-torchrun (python -m kbthreads.torch.run, as the source
+# tree has no console script); examples/ddp_predict.py: a DDP step time
+# predicted for two networks (docs/torch-time.md; timeline and plot in $(BUILD)/).
 demo-torch: build venv
 	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python examples/ddp_train.py $(DEMO_ARGS)
+	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python -m kbthreads.torch.run \
+	  --nproc-per-node 4 examples/torchrun_train.py
 	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python examples/ddp_predict.py \
 	  --timeline $(BUILD)/ddp_predict.json --plot $(BUILD)/ddp_predict.svg
 
