@@ -46,12 +46,13 @@ BENCH_DEB_REQUIRED := build-essential cmake pkg-config libck-dev python3
 BENCH_OPTIONAL_DEPS ?= yes
 BENCH_DEB_OPTIONAL := $(if $(filter yes,$(BENCH_OPTIONAL_DEPS)),g++ libsimgrid-dev python3-greenlet python3-dev gnuplot-nox,)
 
-.PHONY: bench bench-torch bench-smoke bench-report bench-compare bench-build bench-deps bench-clean bench-help
+.PHONY: bench bench-torch bench-torch-handoff bench-smoke bench-report bench-compare bench-build bench-deps bench-clean bench-help
 
 bench-help:
 	@echo "make bench          optimised build in $(BENCH_BUILD), every benchmark, results in bench/results/"
 	@echo "make bench-smoke    a seconds-long run proving every benchmark runs"
 	@echo "make bench-torch    torch.distributed: kbthreads, PyTorch's threaded group, gloo processes (docs/bench-torch.md)"
+	@echo "make bench-torch-handoff  only bench-torch's handoff cells: per-rank process state on against off (minutes)"
 	@echo "make bench-report   make bench, then docs/benchmarks.md and docs/bench-yield*.png (BENCH_REUSE=1: no run)"
 	@echo "make bench-compare  two results files figure by figure (BENCH_OLD=... BENCH_NEW=...)"
 	@echo "make bench-clean    remove $(BENCH_BUILD)"
@@ -121,6 +122,12 @@ BENCH_TORCH_RUN = @test -x $(BENCH_TORCH_PYTHON) || { echo "bench: $(BENCH_TORCH
 
 bench-torch: bench-build
 	$(BENCH_TORCH_RUN) --out $(BENCH_RESULTS)/torch-latest.json --report $(BENCH_MK_ROOT)/docs/bench-torch.md
+
+# Only the handoff cells of bench-torch (a bare handoff in a kbthreads.torch
+# spawn with torch, random and numpy in use, per-rank process state on and
+# off, N = 2, 8, 64); the table is printed, docs/bench-torch.md is left alone.
+bench-torch-handoff: bench-build
+	$(BENCH_TORCH_RUN) --handoff --out $(BENCH_RESULTS)/torch-handoff-latest.json
 
 bench-report: $(if $(BENCH_REUSE),bench-deps,bench)
 	$(BENCH_PYTHON) $(BENCH_MK_DIR)/report.py --results $(BENCH_RESULTS)/bench-latest.json \

@@ -16,7 +16,17 @@ steps (after warm-up steps and a barrier) divided by their count. Whole
 script: the wall time of the process, from exec to exit, for a script of
 --script-steps steps (start-up, rendezvous and teardown included).
 
+The handoff cells (issue 53): a bare Python handoff (kbthreads.yield_) in a
+kbthreads.torch spawn whose ranks use torch's generator, ``random`` and
+numpy's legacy RandomState, at N = 2, 8, 64, with the per-rank process state
+on (the default) and off (the bench-only switch
+``kbthreads.torch._rank_process._set_enabled(False)``), side by side:
+"yield" yields only (each rank drew from all three first); "draw+yield" draws
+one value from each of the three, then yields, every turn. Per handoff:
+rank 0's wall time over the timed turns divided by turns x N.
+
     python bench/torch_bench.py [--ranks 2 4 8 16] [--reps 5] [--out results.json] [--report docs/bench-torch.md]
+    python bench/torch_bench.py --handoff    # only the handoff cells (state swap on against off)
     python bench/torch_bench.py --smoke      # seconds: every cell once, tiny sizes (no time is judged)
 """
 from __future__ import annotations
@@ -35,6 +45,10 @@ IMPLS = ["kbthreads", "threaded", "gloo"]
 TIMED = "kbthreads-timed"  # the DDP step with simulated time on (network engine, FLOP counting)
 WORKLOADS = ["ddp", "allreduce"]
 ALLREDUCE_ELEMS = (1 << 20) // 4  # 1 MiB of float32
+HANDOFF_SIDES = ["state-on", "state-off"]  # kbthreads.torch's per-rank process state on / off
+HANDOFF_WORKLOADS = ["yield", "draw+yield"]
+HANDOFF_RANKS = [2, 8, 64]
+HANDOFF_TOTAL = 100_000  # timed handoffs per measurement: turns = HANDOFF_TOTAL // N
 
 
 # ---- the child: one measurement ------------------------------------------------------------------
@@ -160,11 +174,47 @@ def _gloo(n: int, workload: str, warm: int, steps: int, out: str) -> None:
     mp.spawn(_gloo_rank, args=(n, workload, warm, steps, out), nprocs=n, join=True)
 
 
+def _handoff(n: int, workload: str, warm: int, turns: int, out: str, state: bool) -> None:
+    import random
+
+    import numpy
+    import torch
+
+    import kbthreads
+    import kbthreads.torch as kbt
+    from kbthreads.torch import _rank_process
+
+    _rank_process._set_enabled(state)  # the bench's switch: off keeps nothing per rank
+    res: dict = {}
+    draw = workload == "draw+yield"
+
+    def rank_main(rank: int) -> None:
+        torch.manual_seed(rank)
+        random.seed(rank)
+        numpy.random.seed(rank)
+        torch.rand(1), random.random(), numpy.random.rand()  # all three in use in every rank
+        for _ in range(warm):
+            kbthreads.yield_()
+        t0 = time.perf_counter()
+        for _ in range(turns):
+            if draw:
+                torch.rand(1), random.random(), numpy.random.rand()
+            kbthreads.yield_()
+        if rank == 0:
+            res["per_handoff"] = (time.perf_counter() - t0) / (turns * n)
+
+    kbt.spawn(rank_main, nprocs=n)
+    Path(out).write_text(json.dumps(res))
+
+
 def child(argv: list[str]) -> None:
     impl, n, workload, warm, steps, out = argv[0], int(argv[1]), argv[2], int(argv[3]), int(argv[4]), argv[5]
     import torch
 
     torch.set_num_threads(1)
+    if impl in HANDOFF_SIDES:
+        _handoff(n, workload, warm, steps, out, impl == "state-on")
+        return
     impls = {"kbthreads": _kbthreads, "threaded": _threaded, "gloo": _gloo, "kbthreads-timed": _kbthreads_timed}
     impls[impl](n, workload, warm, steps, out)
 
@@ -188,9 +238,28 @@ def loadavg() -> float:
     return os.getloadavg()[0]
 
 
-def run(ranks: list[int], reps: int, warm: int, steps: int, script_steps: int, tmp: Path) -> dict:
+def run_handoff(cells: dict, ranks: list[int], reps: int, total: int, tmp: Path) -> None:
+    """The handoff cells: state on and off interleaved, the order rotated per round."""
+    for rep in range(reps):
+        for workload in HANDOFF_WORKLOADS:
+            for n in ranks:
+                order = HANDOFF_SIDES[rep % 2:] + HANDOFF_SIDES[: rep % 2]
+                for side in order:
+                    turns = max(1, total // n)
+                    m = measure(side, n, workload, max(1, turns // 20), turns, tmp)
+                    cells.setdefault(f"handoff/{workload}/{n}/{side}", []).append(m)
+                    print(f"rep {rep} handoff {workload:10} N={n:<3} {side:9} "
+                          + (f"{m['per_handoff'] * 1e6:8.2f} us" if "per_handoff" in m else "FAILED"), flush=True)
+
+
+def run(ranks: list[int], reps: int, warm: int, steps: int, script_steps: int, tmp: Path,
+        handoff_ranks: list[int], handoff_total: int, only_handoff: bool = False) -> dict:
     cells: dict = {}
     start_load = loadavg()
+    if only_handoff:
+        run_handoff(cells, handoff_ranks, reps, handoff_total, tmp)
+        return {"load_start": start_load, "load_end": loadavg(), "reps": reps, "warm": warm, "steps": steps,
+                "script_steps": script_steps, "cells": cells, "torch": _torch_version()}
     for rep in range(reps):
         for workload in WORKLOADS:
             for n in ranks:
@@ -209,6 +278,7 @@ def run(ranks: list[int], reps: int, warm: int, steps: int, script_steps: int, t
             cells.setdefault(f"script/4/{impl}", []).append(m)
             print(f"rep {rep} script    N=4   {impl:9} " + (f"{m['script']:.2f} s" if "script" in m else "FAILED"),
                   flush=True)
+    run_handoff(cells, handoff_ranks, reps, handoff_total, tmp)
     return {"load_start": start_load, "load_end": loadavg(), "reps": reps, "warm": warm, "steps": steps,
             "script_steps": script_steps, "cells": cells, "torch": _torch_version()}
 
@@ -224,8 +294,42 @@ def _median(ms: list[dict], key: str) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def report_handoff(data: dict) -> list[str]:
+    """The handoff table (empty when the run had no handoff cells)."""
+    cells = data["cells"]
+    keys = [k for k in cells if k.startswith("handoff/")]
+    if not keys:
+        return []
+    lines = [
+        "",
+        "A bare handoff (`kbthreads.yield_`) in a kbthreads.torch spawn whose ranks use torch's generator, `random` "
+        "and numpy (docs/rank-state.md, *Process-wide state per rank*): the per-rank process state on (the default) "
+        "and off (a bench-only switch), per handoff. *yield*: each rank drew from all three once, then only yields; "
+        "*draw+yield*: every turn draws one value from each, then yields.",
+        "",
+        "| workload | N | off us | on us | on / off |",
+        "|---|---|---|---|---|",
+    ]
+    ranks = sorted({int(k.split("/")[2]) for k in keys})
+    for workload in HANDOFF_WORKLOADS:
+        for n in ranks:
+            on = _median(cells.get(f"handoff/{workload}/{n}/state-on", []), "per_handoff")
+            off = _median(cells.get(f"handoff/{workload}/{n}/state-off", []), "per_handoff")
+            if on is None and off is None:
+                continue
+            lines.append(f"| {workload} | {n} | {'failed' if off is None else f'{off * 1e6:.2f}'} | "
+                         f"{'failed' if on is None else f'{on * 1e6:.2f}'} | "
+                         f"{'-' if on is None or off is None else f'{on / off:.2f}x'} |")
+    return lines
+
+
 def report(data: dict) -> str:
     cells = data["cells"]
+    if not any(not k.startswith("handoff/") for k in cells):  # a --handoff run
+        return "\n".join(["# A handoff with the per-rank process state on and off", "",
+                           f"PyTorch {data['torch']}; medians of {data['reps']} processes per cell, on and off "
+                           f"interleaved. Load average {data['load_start']:.2f} at the start, "
+                           f"{data['load_end']:.2f} at the end.", *report_handoff(data), ""])
     lines = [
         "# torch.distributed on kbthreads and its peers",
         "",
@@ -244,7 +348,7 @@ def report(data: dict) -> str:
         "| workload | N | kbthreads ms | threaded ms | gloo ms | kbthreads / threaded | gloo / kbthreads |",
         "|---|---|---|---|---|---|---|",
     ]
-    ranks = sorted({int(k.split("/")[1]) for k in cells if not k.startswith("script")})
+    ranks = sorted({int(k.split("/")[1]) for k in cells if not k.startswith(("script", "handoff"))})
     for workload in WORKLOADS:
         for n in ranks:
             v = {i: _median(cells.get(f"{workload}/{n}/{i}", []), "per_step") for i in IMPLS}
@@ -279,6 +383,7 @@ def report(data: dict) -> str:
         "|---|---|---|---|",
         "| " + " | ".join("failed" if s[i] is None else f"{s[i]:.2f}" for i in IMPLS) + " | "
         + ("-" if None in (s["gloo"], s["kbthreads"]) else f"{s['gloo'] / s['kbthreads']:.2f}x") + " |",
+        *report_handoff(data),
         "",
     ]
     return "\n".join(lines)
@@ -298,16 +403,22 @@ def main() -> None:
     p.add_argument("--report", default=None, help="write the markdown report here")
     p.add_argument("--from-json", default=None, help="report from an earlier --out without running")
     p.add_argument("--smoke", action="store_true", help="every cell once with tiny sizes: proves it runs")
+    p.add_argument("--handoff", action="store_true",
+                   help="only the handoff cells: a bare handoff with the per-rank process state on and off")
+    p.add_argument("--handoff-ranks", type=int, nargs="+", default=HANDOFF_RANKS)
+    p.add_argument("--handoff-total", type=int, default=HANDOFF_TOTAL, help="timed handoffs per measurement")
     a = p.parse_args()
     if a.from_json:
         data = json.loads(Path(a.from_json).read_text())
     else:
         if a.smoke:
             a.ranks, a.reps, a.warm, a.steps, a.script_steps = [2], 1, 1, 2, 2
+            a.handoff_ranks, a.handoff_total = [2], 200
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
-            data = run(a.ranks, a.reps, a.warm, a.steps, a.script_steps, Path(tmp))
+            data = run(a.ranks, a.reps, a.warm, a.steps, a.script_steps, Path(tmp), a.handoff_ranks,
+                       a.handoff_total, a.handoff)
         if a.out:
             Path(a.out).write_text(json.dumps(data, indent=1))
     failed = [k for k, ms in data["cells"].items() if any("error" in m for m in ms)]

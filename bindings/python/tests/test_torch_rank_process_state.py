@@ -103,28 +103,32 @@ def test_torch_default_generator_is_per_rank_for_seeding_state_and_every_drawing
         assert torch.equal(d, c)  # set_rng_state rewound this rank's generator only
 
 
-def test_dropout_and_a_dataloaders_shuffle_draw_from_the_ranks_own_generator():
-    def draws(seed: int) -> tuple[Any, list[int]]:
-        torch.manual_seed(seed)
-        mask = F.dropout(torch.ones(16), 0.5, training=True)
-        order = [int(x) for x in torch.utils.data.DataLoader(range(10), shuffle=True, batch_size=None)]
-        return mask, order
+def _loader_draws() -> tuple[int, list[int]]:
+    """A DataLoader's base seed (what its workers are seeded from; read from
+    its iterator) and a shuffled epoch's order: both drawn from the default
+    generator."""
+    loader = torch.utils.data.DataLoader(range(10), shuffle=True, batch_size=None)
+    it = iter(loader)
+    return it._base_seed, [int(x) for x in it]
 
+
+def test_dropout_and_a_dataloaders_base_seed_and_shuffle_draw_from_the_ranks_own_generator():
     def body(rank: int) -> Any:
         torch.manual_seed(50 + rank)
         kbthreads.yield_()
         mask = F.dropout(torch.ones(16), 0.5, training=True)
         kbthreads.yield_()
-        order = [int(x) for x in torch.utils.data.DataLoader(range(10), shuffle=True, batch_size=None)]
-        return mask, order
+        return mask, _loader_draws()
 
     got = _spawn(body, 3)
     for rank in range(3):
         with torch.random.fork_rng(devices=[]):  # what a process seeded alike draws
-            mask, order = draws(50 + rank)
+            torch.manual_seed(50 + rank)
+            mask = F.dropout(torch.ones(16), 0.5, training=True)
+            loader = _loader_draws()
         assert torch.equal(got[rank][0], mask), rank
-        assert got[rank][1] == order, rank
-    assert got[0][1] != got[1][1] or got[1][1] != got[2][1]  # the ranks did not share one stream
+        assert got[rank][1] == loader, rank
+    assert len({got[r][1][0] for r in range(3)}) == 3  # three streams, not one shared
 
 
 def test_each_rank_starts_from_a_copy_of_the_callers_torch_generator():
