@@ -47,7 +47,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
 target = torch.linspace(-1.0, 1.0, 16)
 draws = {"torch": [], "random": [], "numpy": []}
 
-for step in range(args.steps):
+for _ in range(args.steps):
     x = torch.randn(32, 16)  # this rank's batch, from its own torch stream
     noise = torch.from_numpy(np.random.normal(0.0, 0.1, size=32).astype(np.float32))
     order = list(range(32))

@@ -22,10 +22,11 @@ import pytest
 
 torch = pytest.importorskip("torch", minversion="2.0")
 
+from torch_helpers import child_env  # noqa: E402
+
 from kbthreads._args import INT_MAX  # noqa: E402
 from kbthreads.torch._launch_args import parse  # noqa: E402
 from kbthreads.torch.run import main  # noqa: E402
-from torch_helpers import child_env  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
 TRAINER = REPO / "examples" / "torchrun_train.py"
@@ -329,7 +330,8 @@ def test_a_failing_rank_prints_once_with_its_prefix_and_the_launch_exits_1_with_
     assert r.returncode == 1
     assert r.stdout.splitlines() == [f"rank {k} started" for k in range(3)]
     tb = [line for line in r.stderr.splitlines() if line.startswith("[rank")]
-    assert tb[0] == "[rank1]: Traceback (most recent call last):" and tb[-1] == "[rank1]: ValueError: rank 1 cannot go on"
+    assert tb[0] == "[rank1]: Traceback (most recent call last):"
+    assert tb[-1] == "[rank1]: ValueError: rank 1 cannot go on"
     assert all(line.startswith("[rank1]: ") and "[rank" not in line[9:] for line in tb)
     assert not any("_launch_rank.py" in line for line in tb)  # the script's frames only, as in a process
     assert sum("ValueError: rank 1 cannot go on" in line for line in r.stderr.splitlines()) == 2  # hook, report
