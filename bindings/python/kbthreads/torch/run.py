@@ -95,9 +95,10 @@ def _process_state(program: Program, omp: str | None) -> Iterator[None]:
     imported it). Put back afterwards, with ``__main__``."""
     main = sys.modules.get("__main__")
     entry = program.path_entry
-    added = entry is not None and (not sys.path or sys.path[0] != entry)
-    if added:
-        sys.path.insert(0, entry)  # type: ignore[arg-type]  # (added implies a str)
+    added = False
+    if entry is not None and (not sys.path or sys.path[0] != entry):
+        sys.path.insert(0, entry)
+        added = True
     threads = torch.get_num_threads()
     if omp is not None:
         torch.set_num_threads(int(omp))
@@ -160,7 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     if isinstance(result, SimRun):
-        _write_outputs(plan, result)
+        try:
+            _write_outputs(plan, result)
+        except OSError as e:
+            print(f"{PROG}: error: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
+            return 1
     return 0
 
 
