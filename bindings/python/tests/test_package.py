@@ -44,10 +44,12 @@ def test_the_metadata_says_what_users_look_for():
 
 
 @installed
-def test_the_console_scripts_are_kbthreads_dump_and_explore():
+def test_the_console_scripts_are_kbthreads_dump_explore_and_torchrun():
     scripts = {e.name: e.value for e in dist.entry_points if e.group == "console_scripts"}
     assert scripts == {"kbthreads-dump": "kbthreads_tools.dump:main",
-                       "kbthreads-explore": "kbthreads_tools.explore.cli:main"}
+                       "kbthreads-explore": "kbthreads_tools.explore.cli:main",
+                       "kbthreads-torchrun": "kbthreads.torch.run:main"}
+    assert "kbthreads/torch/run.py" in {str(f) for f in dist.files}
 
 
 @installed
