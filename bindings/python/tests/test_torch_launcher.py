@@ -283,6 +283,7 @@ def test_each_rank_sees_its_own_launch_variables_argv_globals_and_main(tmp_path)
         assert s["changed_by_rank"] == str(rank)
         assert s["argv"] == [str(SHOW), str(tmp_path), "--flag"]
         assert s["counter"] == 1 and s["main_is_this_module"] and s["name"] == "__main__"
+        assert s["unpickled_class_is_this_ranks"]
         assert s["file"] == str(SHOW) and s["spec"] is None
         assert (s["rank"], s["world_size"]) == (rank, 4)
         assert s["threads"] == 1  # OMP_NUM_THREADS=1, as torchrun sets it with more than one rank per node
@@ -320,6 +321,14 @@ def test_run_path_runs_the_script_by_the_path_given(tmp_path):
     for s in seen(tmp_path, 2):
         assert s["file"] == "show_rank.py" and s["argv"] == ["show_rank.py", str(tmp_path)]
         assert s["counter"] == 1 and s["main_is_this_module"]
+
+
+def test_main_in_a_process_leaves_its_path_main_module_threads_and_environment_as_they_were(capfd):
+    before = (list(sys.path), sys.modules["__main__"], torch.get_num_threads(), dict(os.environ), list(sys.argv))
+    assert main(["--nproc-per-node", "2", str(SCRIPTS / "exits.py"), "0", "0"]) == 0
+    after = (list(sys.path), sys.modules["__main__"], torch.get_num_threads(), dict(os.environ), list(sys.argv))
+    assert after == before
+    assert capfd.readouterr().err == ""
 
 
 # ---- failures ---------------------------------------------------------------------------------

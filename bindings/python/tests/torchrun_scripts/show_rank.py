@@ -5,6 +5,7 @@ argv, its globals, its module, its group. Run by test_torch_launcher.py."""
 import importlib.util
 import json
 import os
+import pickle
 import sys
 
 import torch
@@ -17,6 +18,12 @@ LAUNCH_VARIABLES = (
 )
 
 counter = 0  # a global of this module: each rank adds one to its own
+
+
+class Box:  # a class of this rank's __main__, where pickle looks it up
+    pass
+
+
 dist.init_process_group("gloo")  # nothing else: rank, world size and rendezvous from the environment
 counter += 1
 os.environ["CHANGED_BY_RANK"] = os.environ["RANK"]  # a rank's change to its environment is its own
@@ -31,6 +38,7 @@ seen = {
     "file": __file__,
     "spec": None if __spec__ is None else __spec__.name,
     "main_is_this_module": sys.modules["__main__"].__dict__ is globals(),
+    "unpickled_class_is_this_ranks": type(pickle.loads(pickle.dumps(Box()))) is Box,
     "rank": dist.get_rank(),
     "world_size": dist.get_world_size(),
     "threads": torch.get_num_threads(),
