@@ -11,7 +11,8 @@ files, running something other than Python) are refused with the reason,
 as argparse refuses a bad option: usage, message, exit status 2. The
 kbthreads options ask for simulated time (docs/torch-time.md).
 
-Nothing here imports torch: the whole command line is checked first."""
+The whole command line is checked here, before the program is looked for
+and before any rank exists."""
 
 from __future__ import annotations
 
