@@ -5,8 +5,9 @@
  * on the library is made here, from include/kbthreads.h's declarations
  * (no ctypes, no copied constants: the KB_* constants below are the
  * header's macros). This file: the module, its constants, the
- * where-am-I queries and the suspension points (kbthreads.yield_,
- * kbthreads.barrier). _accel_core.c: a Context's Core (its kb_ctx, queues,
+ * where-am-I queries, the suspension points (kbthreads.yield_,
+ * kbthreads.barrier) and the state switch a rank runs when it resumes
+ * (kbthreads.torch's per-rank process state). _accel_core.c: a Context's Core (its kb_ctx, queues,
  * waits); _accel_handles.c: handle ids; _accel_hooks.c: the engine hooks;
  * _accel_spawn.c: spawning, joining, the failure report; _accel_frames.c:
  * the Python frames writer of the stall and crash reports and

@@ -157,10 +157,16 @@ class Launch:
     caller's come back when it ends. Made on the caller's thread."""
 
     def __init__(self, nprocs: int, environ: Any = None, argv: Any = None) -> None:
-        entries = _rank_launch.environ_entries(environ, nprocs)  # TypeError / ValueError before anything
+        """Checks environ and argv (TypeError / ValueError); nothing is
+        installed until ``begin``."""
+        self._entries = _rank_launch.environ_entries(environ, nprocs)
         self._argvs = _rank_launch.argv_lists(argv, nprocs)
-        self._entries = entries
-        self._ended = self._off = not _enabled
+        self._begun = self._off = False
+
+    def begin(self) -> None:
+        """On the caller's thread, before the spawn: the caller's values now
+        are the ranks' start values. Raises with nothing installed."""
+        self._off = not _enabled
         if self._off:
             return
         _install()
@@ -177,6 +183,7 @@ class Launch:
         except BaseException:
             _uninstall()
             raise
+        self._begun = True
 
     def _record(self, rank: int) -> list[Any]:
         rec = list(self._start)  # excepthook, __main__, torch's state: the caller's objects (a save replaces them)
@@ -194,7 +201,7 @@ class Launch:
     def enter(self, rank: int) -> None:
         """On rank ``rank``'s thread, first thing: it takes the process over
         with its start values."""
-        if self._off:
+        if not self._begun:
             return
         rec = self._record(rank)
         _tls.rec = rec
@@ -214,17 +221,17 @@ class Launch:
     def take_back(self) -> None:
         """On the thread that joins, after each join: the caller's values
         back in the process."""
-        if not self._ended:
+        if self._begun:
             _accel.switch_take(self.caller)
 
     def end(self) -> None:
         """The spawn is over (once; also after a failure or a close)."""
-        if self._ended:
+        if not self._begun:
             return
         try:
             self.take_back()
         finally:
-            self._ended = True
+            self._begun = False
             _uninstall()
 
 

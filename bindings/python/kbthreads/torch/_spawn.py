@@ -34,10 +34,7 @@ class TorchProcessContext:
     def _release(self) -> None:
         if self._installed:
             self._installed = False
-            try:
-                self._launch.end()
-            finally:
-                _world.uninstall()
+            _finish(self._launch)
 
     def join(self, timeout: float | None = None) -> bool:
         try:
@@ -148,15 +145,15 @@ def spawn(
         timing = Timing(network, compute_model(device_flops, compute, cpu_factor), nprocs)
     elif device_flops is not None or compute is not None:
         raise ValueError("kbthreads.torch.spawn: device_flops and compute need network=...")
+    launch = Launch(nprocs, environ, argv)  # environ and argv checked: TypeError / ValueError before anything
     ctx = context if context is not None else Context()
     table = SpawnTable(ctx, next(_spawn_ids), nprocs)
     table.timing = timing
     store = KbStore(table)
-    launch = Launch(nprocs, environ, argv)  # checks environ and argv first: TypeError / ValueError
 
     def entry(rank: int, *a: Any) -> None:
-        launch.enter(rank)
         try:
+            launch.enter(rank)
             st = _world.RankState(table, rank, nprocs, store)
             _world.enter_rank(st)
             try:
@@ -177,36 +174,49 @@ def spawn(
     if timing is not None:
         saved = ctx.engine
         ctx.engine = NetworkEngine(timing)
-        _world.install()
         try:
-            ctx.spawn(entry, args, nprocs)
-        finally:
+            _begin(launch)
             try:
-                launch.end()
+                ctx.spawn(entry, args, nprocs)
             finally:
-                _world.uninstall()
-                ctx.engine = saved
+                _finish(launch)
+        finally:
+            ctx.engine = saved
         return SimRun(timing)
 
-    _world.install()
+    _begin(launch)
     if not join:
         try:
             pc = ctx.spawn(entry, args, nprocs, join=False)
         except BaseException:
-            try:
-                launch.end()
-            finally:
-                _world.uninstall()
+            _finish(launch)
             raise
         return TorchProcessContext(pc, launch)
     try:
         ctx.spawn(entry, args, nprocs)
     finally:
-        try:
-            launch.end()
-        finally:
-            _world.uninstall()
+        _finish(launch)
     return None
+
+
+def _begin(launch: Launch) -> None:
+    """Before a spawn: the per-rank process state, then the per-rank
+    torch.distributed (_world.py), each undone if the next fails."""
+    launch.begin()
+    try:
+        _world.install()
+    except BaseException:
+        launch.end()
+        raise
+
+
+def _finish(launch: Launch) -> None:
+    """After it (once): the caller's process state back, torch.distributed
+    as it was."""
+    try:
+        launch.end()
+    finally:
+        _world.uninstall()
 
 
 def sim_time() -> float:
