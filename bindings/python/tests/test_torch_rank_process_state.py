@@ -185,6 +185,20 @@ def test_numpy_legacy_global_random_state_is_per_rank():
         assert c == r.normal()
 
 
+def test_numpy_set_bit_generator_in_a_rank_replaces_only_that_ranks_global_state():
+    def body(rank: int) -> Any:
+        np.random.set_bit_generator(np.random.MT19937(400 + rank))
+        kbthreads.yield_()
+        return np.random.rand(2), np.random.get_bit_generator()
+
+    before = np.random.get_bit_generator()
+    got = _spawn(body, 2)
+    for rank, (drawn, bitgen) in got.items():
+        assert np.array_equal(drawn, np.random.RandomState(np.random.MT19937(400 + rank)).rand(2))
+        assert bitgen is not before
+    assert np.random.get_bit_generator() is before
+
+
 # ---- environment, argv, excepthook, __main__, stdout -----------------------------------------
 def test_os_environ_is_per_rank_starting_from_the_callers_plus_environ_entries(caller_env_key):
     def body(rank: int) -> Any:
