@@ -199,6 +199,26 @@ def test_numpy_set_bit_generator_in_a_rank_replaces_only_that_ranks_global_state
     assert np.random.get_bit_generator() is before
 
 
+@pytest.mark.parametrize("bitgen", ["MT19937", "PCG64"])
+def test_each_rank_starts_from_a_copy_of_the_callers_random_and_numpy_states(bitgen):
+    before_random, before_numpy = random.getstate(), np.random.get_bit_generator()
+    random.seed(9)
+    np.random.set_bit_generator(getattr(np.random, bitgen)(9))
+    try:
+        got = _spawn(lambda rank: (random.random(), kbthreads.yield_(), random.random(), np.random.rand(3)), 3)
+        caller = (random.random(), np.random.rand(3))
+    finally:
+        random.setstate(before_random)
+        np.random.set_bit_generator(before_numpy)
+    r, rs = random.Random(9), np.random.RandomState(getattr(np.random, bitgen)(9))
+    expected = (r.random(), None, r.random(), rs.rand(3))
+    for a, _, b, c in got.values():
+        assert (a, b) == (expected[0], expected[2])
+        assert np.array_equal(c, expected[3])
+    assert caller[0] == random.Random(9).random()  # the caller's states did not move
+    assert np.array_equal(caller[1], np.random.RandomState(getattr(np.random, bitgen)(9)).rand(3))
+
+
 # ---- environment, argv, excepthook, __main__, stdout -----------------------------------------
 def test_os_environ_is_per_rank_starting_from_the_callers_plus_environ_entries(caller_env_key):
     def body(rank: int) -> Any:

@@ -25,6 +25,7 @@ the first install so that a rank importing it later still finds it per rank.
 
 from __future__ import annotations
 
+import copy
 import random
 import sys
 import threading
@@ -53,8 +54,15 @@ class CallerRngs:
 
     def __init__(self) -> None:
         self.random_state = random.getstate()
+        self.numpy_state: Any = None  # MT19937's legacy state tuple
+        self.numpy_copy: Any = None  # or a copy of the caller's RandomState, for another bit generator
         npr = _numpy_random()
-        self.numpy_state = npr.get_state() if npr is not None else None
+        if npr is not None:
+            rs = npr.mtrand._rand
+            if isinstance(getattr(rs, "_bit_generator", None), npr.MT19937):
+                self.numpy_state = rs.get_state()
+            else:  # set_bit_generator gave it another: its legacy state cannot be read
+                self.numpy_copy = copy.deepcopy(rs)
 
 
 class RankRngs:
@@ -81,11 +89,16 @@ class RankRngs:
             npr = _numpy_random()
             if npr is None:  # pragma: no cover - only reached through numpy's own modules
                 raise RuntimeError("kbthreads.torch: numpy.random is not available")
-            rs = self._numpy = npr.RandomState(0)
-            if self._caller.numpy_state is not None:
-                rs.set_state(self._caller.numpy_state)
-            else:  # numpy was not imported when the spawn began: fresh entropy, as a new process's
-                rs.seed()
+            caller = self._caller
+            if caller.numpy_copy is not None:  # another bit generator (set_bit_generator): a copy of it
+                rs = copy.deepcopy(caller.numpy_copy)
+            else:  # MT19937's legacy state: cheaper to set than to deep-copy
+                rs = npr.RandomState(0)
+                if caller.numpy_state is not None:
+                    rs.set_state(caller.numpy_state)
+                else:  # numpy was not imported when the spawn began: fresh entropy, as a new process's
+                    rs.seed()
+            self._numpy = rs
         return rs
 
     def set_numpy_bit_generator(self, bitgen: Any) -> None:
