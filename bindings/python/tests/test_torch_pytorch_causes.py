@@ -268,6 +268,42 @@ def test_module_tracker_sees_only_its_ranks_modules():
     assert out[1] == expected
 
 
+GLOBAL_HOOK_HANDLES = textwrap.dedent(
+    """
+    import torch, torch.nn as nn
+    from torch.nn.modules.module import register_module_forward_pre_hook
+    import kbthreads.torch as kbt
+
+    calls = []
+    outside = register_module_forward_pre_hook(lambda m, i: calls.append("outside"))
+
+    def body(rank):
+        mine = register_module_forward_pre_hook(lambda m, i: calls.append(rank))
+        nn.Linear(2, 2)(torch.ones(2))
+        mine.remove()
+
+    kbt.spawn(body, nprocs=2)
+    print(calls)
+    outside.remove()
+    calls.clear()
+    nn.Linear(2, 2)(torch.ones(2))
+    print(calls)
+    """
+)
+
+
+def test_global_module_hooks_registered_in_ranks_and_outside():
+    """A global hook registered in a rank runs for that rank only; one
+    registered before the first spawn runs for every rank, and its handle,
+    made before kbthreads kept the tables per rank, still removes it (a
+    child: the tables are replaced once per process)."""
+    r = subprocess.run(
+        [sys.executable, "-c", GLOBAL_HOOK_HANDLES], capture_output=True, text=True, timeout=300, env=child_env()
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split("\n")[:2] == ["['outside', 0, 'outside', 1]", "[]"]
+
+
 def test_comm_debug_mode_counts_each_ranks_collectives_per_module():
     """CommDebugMode, as in PyTorch's tests of its module tracing: each
     rank's collectives go to its own modules: in forward each block's

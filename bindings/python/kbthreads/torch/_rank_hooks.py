@@ -106,10 +106,14 @@ def _replace_hook_tables() -> None:
     refs = [r for old, _ in moved.values() for r in weakref.getweakrefs(old)]
     if refs:
         for obj in gc.get_referrers(*refs):
-            if isinstance(obj, RemovableHandle):
-                target = obj.hooks_dict_ref()
-                if target is not None and id(target) in moved:
-                    obj.hooks_dict_ref = weakref.ref(moved[id(target)][1])
+            # the handle itself refers to its weakref, or (where its
+            # attributes live in a dict of their own) that dict does
+            attrs = vars(obj) if isinstance(obj, RemovableHandle) else obj
+            if not isinstance(attrs, dict) or not callable(attrs.get("hooks_dict_ref")):
+                continue
+            target = attrs["hooks_dict_ref"]()
+            if target is not None and id(target) in moved:
+                attrs["hooks_dict_ref"] = weakref.ref(moved[id(target)][1])
     _tables_replaced = True
 
 
