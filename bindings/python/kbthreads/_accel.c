@@ -103,10 +103,11 @@ static PyObject *suspend(int (*fn)(void), const char *what)
  * apart by PyThreadState_GetID, which the interpreter never reuses (a
  * parked rank thread gets a new thread state at its next entry).
  *
- * The swap runs with the GIL held and runs no bytecode until the process
- * holds the new owner's values throughout (old values are released last),
- * so no other thread, signal handler or asynchronous exception sees half a
- * swap. Everything here is read and written with the GIL held. */
+ * The swap runs with the GIL held and, its accessors being C functions
+ * (torch's), runs no bytecode until the process holds the new owner's
+ * values throughout (old values are released last), so no other thread,
+ * signal handler or asynchronous exception sees half a swap. Everything
+ * here is read and written with the GIL held. */
 #define SWITCH_MAX 16 /* places + accessors */
 
 int accel_switch_on; /* a table is set up */
@@ -144,8 +145,8 @@ static int swap_to(PyObject *rec)
         if (!cur[k])
             goto fail;
     }
-    for (Py_ssize_t j = 0; j < na;
-         j++) { /* torch's set_state: fails only for a bad state, before any place moved */
+    /* the setters (torch's set_state fails only for a bad state) before any place moves */
+    for (Py_ssize_t j = 0; j < na; j++) {
         PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(PyTuple_GET_ITEM(sw_accessors, j), 1),
                                           PyList_GET_ITEM(rec, np + j));
         if (!r)
