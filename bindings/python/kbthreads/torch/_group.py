@@ -81,8 +81,14 @@ def _write(dst: torch.Tensor, src: torch.Tensor, bumps: int = 0) -> None:
             dst.copy_(src)
         return
     dst.data.copy_(src)
-    for _ in range(bumps):
-        torch.autograd.graph.increment_version(dst)
+    if _increment_version is not None:
+        for _ in range(bumps):
+            _increment_version(dst)
+
+
+# torch's public way to move a version counter (a PyTorch 2.x without it: the
+# counters of the kinds below stay where they are, as for the others)
+_increment_version: Callable[[torch.Tensor], None] | None = getattr(torch.autograd.graph, "increment_version", None)
 
 
 # How far gloo moves an output's version counter, per output tensor (PyTorch
