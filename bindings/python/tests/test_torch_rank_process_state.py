@@ -103,6 +103,19 @@ def test_torch_default_generator_is_per_rank_for_seeding_state_and_every_drawing
         assert torch.equal(d, c)  # set_rng_state rewound this rank's generator only
 
 
+def test_torch_seed_in_a_rank_reseeds_only_that_rank():
+    def body(rank: int) -> Any:
+        torch.manual_seed(60 + rank)
+        kbthreads.yield_()
+        new = torch.seed() if rank == 0 else None  # from the OS: a seed no other rank has
+        kbthreads.yield_()
+        return new, torch.initial_seed()
+
+    got = _spawn(body, 2)
+    assert got[0][1] == got[0][0]
+    assert got[1] == (None, 61)
+
+
 def _loader_draws() -> tuple[int, list[int]]:
     """A DataLoader's base seed (what its workers are seeded from; read from
     its iterator) and a shuffled epoch's order: both drawn from the default
