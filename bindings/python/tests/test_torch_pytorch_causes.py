@@ -373,6 +373,52 @@ def test_loss_parallel_on_every_rank_at_once():
     assert out == {r: (True, True) for r in range(3)}
 
 
+LOSS_PARALLEL_FIRST_IMPORT = textwrap.dedent(
+    """
+    import sys, torch, torch.distributed as dist
+    import torch.nn.functional as F
+    import kbthreads.torch as kbt
+
+    assert "torch.distributed.tensor._api" not in sys.modules
+    out = {}
+
+    def body(rank):
+        dist.init_process_group("gloo")
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard, distribute_tensor
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        mesh = init_device_mesh("cpu", (2,))
+        g = torch.Generator().manual_seed(7)
+        logits = torch.randn(4, 12, generator=g, requires_grad=True)
+        target = torch.randint(0, 12, (4,), generator=g)
+        ref = F.cross_entropy(logits, target)
+        ref.backward()
+        sharded = distribute_tensor(logits.detach(), mesh, [Shard(1)]).requires_grad_()
+        with loss_parallel():
+            loss = F.cross_entropy(sharded, target)
+            loss.backward()
+        out[rank] = [torch.allclose(loss.full_tensor(), ref), torch.allclose(sharded.grad.full_tensor(), logits.grad)]
+
+    kbt.spawn(body, nprocs=2)
+    from torch.distributed.tensor import DTensor
+
+    print(out, "_custom_op_handlers" in vars(DTensor._op_dispatcher))
+    """
+)
+
+
+def test_loss_parallel_when_the_ranks_import_dtensor():
+    """The same, with DTensor imported for the first time inside the ranks
+    (a child: this process imported it already); after the spawn the
+    dispatcher's table is the process's again."""
+    r = subprocess.run(
+        [sys.executable, "-c", LOSS_PARALLEL_FIRST_IMPORT], capture_output=True, text=True, timeout=300, env=child_env()
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "{0: [True, True], 1: [True, True]} True"
+
+
 # ---- cause 5: PyTorch's fake group in a rank ----------------------------------------------------
 def test_fake_group_in_a_rank_has_the_rank_and_size_it_asked_for():
     """PyTorch's fake-group tests make a group of their own: one rank of a
