@@ -279,6 +279,7 @@ GLOBAL_HOOK_HANDLES = textwrap.dedent(
 
     def body(rank):
         mine = register_module_forward_pre_hook(lambda m, i: calls.append(rank))
+        register_module_forward_pre_hook(lambda m, i: calls.append(f"left by {rank}"))
         nn.Linear(2, 2)(torch.ones(2))
         mine.remove()
 
@@ -287,7 +288,7 @@ GLOBAL_HOOK_HANDLES = textwrap.dedent(
     outside.remove()
     calls.clear()
     nn.Linear(2, 2)(torch.ones(2))
-    print(calls)
+    print(calls, len(nn.modules.module._global_forward_pre_hooks))
     """
 )
 
@@ -295,13 +296,15 @@ GLOBAL_HOOK_HANDLES = textwrap.dedent(
 def test_global_module_hooks_registered_in_ranks_and_outside():
     """A global hook registered in a rank runs for that rank only; one
     registered before the first spawn runs for every rank, and its handle,
-    made before kbthreads kept the tables per rank, still removes it (a
-    child: the tables are replaced once per process)."""
+    made before kbthreads kept the tables per rank, still removes it; one a
+    rank leaves registered goes with the rank (a child: the tables are
+    replaced once per process)."""
     r = subprocess.run(
         [sys.executable, "-c", GLOBAL_HOOK_HANDLES], capture_output=True, text=True, timeout=300, env=child_env()
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split("\n")[:2] == ["['outside', 0, 'outside', 1]", "[]"]
+    lines = r.stdout.split("\n")[:2]
+    assert lines == ["['outside', 0, 'left by 0', 'outside', 1, 'left by 1']", "[] 0"]
 
 
 def test_comm_debug_mode_counts_each_ranks_collectives_per_module():

@@ -117,6 +117,22 @@ def _replace_hook_tables() -> None:
     _tables_replaced = True
 
 
+def forget(key: int) -> None:
+    """Drop the global module hooks rank key left registered: they could
+    never run again (no rank has its key after it), and a hook in a table
+    sends every module call down nn.Module's slower path."""
+    if not _tables_replaced:
+        return
+    import torch.nn.modules.module as module_mod
+
+    for name in _HOOK_TABLES:
+        table = getattr(module_mod, name)
+        for hook_id in [k for k, v in table.items() if isinstance(v, _RankHook) and v.key == key]:
+            del table[hook_id]
+            for extra in ("_global_forward_hooks_always_called", "_global_forward_hooks_with_kwargs"):
+                getattr(module_mod, extra, {}).pop(hook_id, None)
+
+
 def _own_handlers(dispatcher: Any) -> dict[Any, Any]:
     """The calling rank's handler table (made at its first use), or the
     process's off rank threads."""

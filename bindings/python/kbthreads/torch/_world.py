@@ -244,7 +244,9 @@ def enter_rank(st: RankState) -> None:
 
 def leave_rank(st: RankState) -> None:
     """The rank's groups go with it: its world, and its entries in the
-    per-thread registry (the thread is parked for the next spawn)."""
+    per-thread registry (the thread is parked for the next spawn); so do
+    the global module hooks it left registered (its process would have
+    taken them along)."""
     try:
         if st.world is not None and st.world.default_pg is not None:
             try:
@@ -254,3 +256,4 @@ def leave_rank(st: RankState) -> None:
         torch._C._distributed_c10d._unregister_all_process_groups()
     finally:
         _tls.rank = None
+        _rank_hooks.forget(st.key)
