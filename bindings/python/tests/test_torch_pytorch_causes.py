@@ -272,6 +272,7 @@ GLOBAL_HOOK_HANDLES = textwrap.dedent(
     """
     import torch, torch.nn as nn
     from torch.nn.modules.module import register_module_forward_pre_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook
     import kbthreads.torch as kbt
 
     calls = []
@@ -280,8 +281,12 @@ GLOBAL_HOOK_HANDLES = textwrap.dedent(
     def body(rank):
         mine = register_module_forward_pre_hook(lambda m, i: calls.append(rank))
         register_module_forward_pre_hook(lambda m, i: calls.append(f"left by {rank}"))
-        nn.Linear(2, 2)(torch.ones(2))
+        steps = register_optimizer_step_post_hook(lambda o, a, k: calls.append(f"step {rank}"))
+        lin = nn.Linear(2, 2)
+        lin(torch.ones(2)).sum().backward()
+        torch.optim.SGD(lin.parameters(), lr=0.1).step()
         mine.remove()
+        steps.remove()
 
     kbt.spawn(body, nprocs=2)
     print(calls)
@@ -294,17 +299,17 @@ GLOBAL_HOOK_HANDLES = textwrap.dedent(
 
 
 def test_global_module_hooks_registered_in_ranks_and_outside():
-    """A global hook registered in a rank runs for that rank only; one
-    registered before the first spawn runs for every rank, and its handle,
-    made before kbthreads kept the tables per rank, still removes it; one a
-    rank leaves registered goes with the rank (a child: the tables are
-    replaced once per process)."""
+    """A global hook (a module's, an optimizer's) registered in a rank runs
+    for that rank only; one registered before the first spawn runs for
+    every rank, and its handle, made before kbthreads kept the tables per
+    rank, still removes it; one a rank leaves registered goes with the rank
+    (a child: the tables are replaced once per process)."""
     r = subprocess.run(
         [sys.executable, "-c", GLOBAL_HOOK_HANDLES], capture_output=True, text=True, timeout=300, env=child_env()
     )
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.split("\n")[:2]
-    assert lines == ["['outside', 0, 'left by 0', 'outside', 1, 'left by 1']", "[] 0"]
+    assert lines == ["['outside', 0, 'left by 0', 'step 0', 'outside', 1, 'left by 1', 'step 1']", "[] 0"]
 
 
 def test_comm_debug_mode_counts_each_ranks_collectives_per_module():

@@ -6,17 +6,19 @@ itself, and that the other ranks, which run between its changes at every
 collective, must not see:
 
 - nn.Module's global hooks (``register_module_forward_pre_hook`` and the
-  forward, backward-pre and full-backward ones): the module trackers
-  (``torch.distributed._tools.ModTracker``, ``CommDebugMode``'s,
-  ``torch.utils.module_tracker``) register them when entered. Another
-  rank's forward would run them, and the tracker would see that rank's
-  modules ("The Module hierarchy tracking is wrong").
+  forward, backward-pre and full-backward ones, and the registration
+  hooks) and the optimizers' (``register_optimizer_step_pre_hook``): the
+  module trackers (``torch.distributed._tools.ModTracker``,
+  ``CommDebugMode``'s, ``torch.utils.module_tracker``) and ``MemTracker``
+  register them when entered. Another rank's forward would run them, and
+  the tracker would see that rank's modules ("The Module hierarchy
+  tracking is wrong").
 - DTensor's custom op handlers (``DTensor._op_dispatcher._custom_op_handlers``),
   which ``loss_parallel()`` adds to on entry and removes from on exit: a
   rank leaving first would take them from a rank still inside (and the
   second removal fails: ``KeyError: aten._log_softmax.default``).
 
-The hooks: each of the four tables is replaced, once, by a dict of this
+The hooks: each of these tables is replaced, once, by a dict of this
 module's type that wraps a hook registered on a rank thread so that it runs
 only on that rank (``_RankHook``); hooks registered on other threads stay
 process wide, as before. The replacement stays for the process (a handle a
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -44,11 +47,19 @@ from types import ModuleType
 from typing import Any
 
 _current_key: Callable[[], int | None] = lambda: None  # noqa: E731  # set by install()
+# (module, table): torch's process-wide hook tables, each read by name at
+# every use (so a replacement is seen), whose hooks return None for "no change"
+_MODULE = "torch.nn.modules.module"
 _HOOK_TABLES = (
-    "_global_forward_pre_hooks",
-    "_global_forward_hooks",
-    "_global_backward_pre_hooks",
-    "_global_backward_hooks",
+    (_MODULE, "_global_forward_pre_hooks"),
+    (_MODULE, "_global_forward_hooks"),
+    (_MODULE, "_global_backward_pre_hooks"),
+    (_MODULE, "_global_backward_hooks"),
+    (_MODULE, "_global_module_registration_hooks"),
+    (_MODULE, "_global_parameter_registration_hooks"),
+    (_MODULE, "_global_buffer_registration_hooks"),
+    ("torch.optim.optimizer", "_global_optimizer_pre_hooks"),  # MemTracker's, among others
+    ("torch.optim.optimizer", "_global_optimizer_post_hooks"),
 )
 _tables_replaced = False
 _saved_dispatcher_class: type | None = None
@@ -87,21 +98,23 @@ class _RankHookTable(collections.OrderedDict[Any, Any]):
 
 
 def _replace_hook_tables() -> None:
-    """Once per process: nn.Module's four global hook tables become
+    """Once per process: torch's global hook tables (_HOOK_TABLES) become
     _RankHookTables with the same entries, and the RemovableHandles that
     point at the old tables point at the new ones (found only when some
     handle refers to an old table: usually none does, and no search runs)."""
     global _tables_replaced
     if _tables_replaced:
         return
-    import torch.nn.modules.module as module_mod
     from torch.utils.hooks import RemovableHandle
 
     moved: dict[int, Any] = {}
-    for name in _HOOK_TABLES:
-        old = getattr(module_mod, name)
+    for module, name in _HOOK_TABLES:
+        mod = importlib.import_module(module)  # (both imported by torch itself)
+        old = getattr(mod, name, None)
+        if not isinstance(old, dict):  # a torch without this table
+            continue
         new = _RankHookTable(old)
-        setattr(module_mod, name, new)
+        setattr(mod, name, new)
         moved[id(old)] = (old, new)
     refs = [r for old, _ in moved.values() for r in weakref.getweakrefs(old)]
     if refs:
@@ -123,14 +136,15 @@ def forget(key: int) -> None:
     sends every module call down nn.Module's slower path."""
     if not _tables_replaced:
         return
-    import torch.nn.modules.module as module_mod
-
-    for name in _HOOK_TABLES:
-        table = getattr(module_mod, name)
+    for module, name in _HOOK_TABLES:
+        mod = sys.modules[module]
+        table = getattr(mod, name, None)
+        if not isinstance(table, _RankHookTable):
+            continue
         for hook_id in [k for k, v in table.items() if isinstance(v, _RankHook) and v.key == key]:
             del table[hook_id]
             for extra in ("_global_forward_hooks_always_called", "_global_forward_hooks_with_kwargs"):
-                getattr(module_mod, extra, {}).pop(hook_id, None)
+                getattr(mod, extra, {}).pop(hook_id, None)
 
 
 def _own_handlers(dispatcher: Any) -> dict[Any, Any]:
