@@ -74,19 +74,13 @@ static void spawn_forget(kb_process_context *pc)
  * freed state again (a segfault in tstate_delete_common, seen after FSDP2
  * training). Freed here, every such destructor counts 1 -> 2 -> 1.
  *
- * The rank runs in a context of its own (ctx, entered by rank_entry), so
- * its contextvars are dropped here too. Invariant: on return the dict is
- * empty and the thread's context is the one it had before the rank ran
- * (freed by the Release with nothing in it). Destructors may add keys to
- * the dict while it is cleared: it is cleared until it stays empty, up to
- * a bound (what a destructor adds past it is left to the Release). */
-static void rank_state_free(PyObject *ctx)
+ * The rank's contextvars are dropped before this: its body runs in a
+ * context of its own (_run.py), gone when the body returns. Invariant: on
+ * return the dict is empty. Destructors may add keys to the dict while it
+ * is cleared: it is cleared until it stays empty, up to a bound (what a
+ * destructor adds past it is left to the Release). */
+static void rank_state_free(void)
 {
-    if (ctx) {
-        if (PyContext_Exit(ctx) < 0) /* the rank left another context entered: the Release frees it */
-            PyErr_WriteUnraisable(ctx);
-        Py_DECREF(ctx);
-    }
     PyObject *dict = PyThreadState_GetDict(); /* borrowed; NULL only when it cannot be made */
     for (int i = 0; dict && PyDict_GET_SIZE(dict) > 0 && i < 16; i++)
         PyDict_Clear(dict);
@@ -106,11 +100,6 @@ static int rank_entry(int rank, void *arg)
     tls_spawn = s;
     tls_rank = rank;
     int rc = RC_FAILED;
-    PyObject *ctx = PyContext_New();
-    if (ctx && PyContext_Enter(ctx) < 0)
-        Py_CLEAR(ctx);
-    if (!ctx) /* no memory for it: the rank runs in the thread's own context */
-        PyErr_Clear();
     PyObject *r = PyObject_CallFunction(s->entry, "i", rank);
     if (r) {
         long v = PyLong_AsLong(r);
@@ -122,7 +111,7 @@ static int rank_entry(int rank, void *arg)
     if (s->ident)
         s->ident[rank] = 0;
     tls_spawn = NULL;
-    rank_state_free(ctx);
+    rank_state_free();
     PyGILState_Release(g);
     return rc;
 }

@@ -5,6 +5,7 @@ thread), joining in slices, and the exception a failed spawn raises."""
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 import time
@@ -70,7 +71,12 @@ class _Run:
             pythread = _name_python_thread(w.name)
             try:
                 _accel.rank_running(True)  # from here Ctrl-C may raise KeyboardInterrupt in this rank
-                self.fn(r, *self.args)
+                # In a contextvars context of its own, dropped when the body
+                # returns: what the rank's context held is freed here, not in
+                # the thread state's teardown (_accel_spawn.c: rank_state_free
+                # says why that matters); and each rank's contextvars are
+                # its own, as each greenlet's are.
+                contextvars.Context().run(self.fn, r, *self.args)
                 return 0
             except Exception as e:
                 # a failure of this rank; also when a cancelled rank's cleanup
