@@ -43,6 +43,7 @@ if not _dist.is_available():  # pragma: no cover
 if int(_torch.__version__.split(".")[0]) < 2:  # pragma: no cover - Debian 12's python3-torch is 1.13
     raise ImportError(f"kbthreads.torch needs PyTorch 2.x, this is {_torch.__version__}")
 
+from . import _compat  # noqa: F401  # checks PyTorch's private names kbthreads.torch uses, once
 from ._group import BACKEND, KbProcessGroup
 from ._meeting import Collective, CollectiveError
 from ._network import Network

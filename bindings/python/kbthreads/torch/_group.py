@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.distributed as dist
 
-from . import _ops
+from . import _compat, _ops
 from ._meeting import Call, Meeting, SpawnTable, call_site
 from ._work import KbWork, done_work
 
@@ -137,8 +137,7 @@ def _same(calls: Sequence[Call], extra_check: Callable[[Sequence[Call]], str | N
 # implements the first form, hence the type: ignore[override]s below.
 class KbProcessGroup(dist.ProcessGroup):
     def __init__(self, table: SpawnTable, info: GroupInfo, group_rank: int, global_rank: int) -> None:
-        # the binding's (rank, size) constructor, which torch's stub leaves out
-        super().__init__(group_rank, len(info.ranks))  # type: ignore[call-arg]
+        _compat.init_process_group_base(self, group_rank, len(info.ranks))
         self._table = table
         self._info = info
         self._grank = group_rank

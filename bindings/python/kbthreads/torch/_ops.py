@@ -12,6 +12,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from . import _compat
+
 ReduceOp = dist.ReduceOp
 
 _BITWISE = {"BAND": torch.Tensor.bitwise_and_, "BOR": torch.Tensor.bitwise_or_, "BXOR": torch.Tensor.bitwise_xor_}
@@ -21,10 +23,9 @@ def op_name(op: Any) -> tuple[str, Any]:
     """(name, premul factor or None) of a ReduceOp or a RedOpType."""
     factor = None
     if isinstance(op, ReduceOp):
-        # the op's type, and PREMUL_SUM's factor: the binding's, not in torch's stub
-        kind = op.op  # type: ignore[attr-defined]
+        kind = _compat.reduce_op_kind(op)
         if kind == ReduceOp.PREMUL_SUM:
-            factor = op.__getstate__()[1]  # type: ignore[attr-defined]
+            factor = _compat.premul_factor(op)
         op = kind
     return str(op).rsplit(".", 1)[-1], factor
 

@@ -30,6 +30,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from . import _compat
+
 _keys = itertools.count(1)
 _saved: dict[str, Any] = {}
 
@@ -52,9 +54,8 @@ def install(current_key: Callable[[], int | None]) -> None:
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         key = current_key()
-        if key is not None and getattr(self, "_thread_id", None) is None:
-            self._thread_id = key
-            self._hash = None  # (computed lazily; keyed now)
+        if key is not None and _compat.mesh_unkeyed(self):
+            _compat.key_mesh(self, key)
 
     DeviceMesh.__init__ = init  # type: ignore[method-assign]
 
@@ -68,27 +69,16 @@ def uninstall() -> None:
     _release_process_caches()
 
 
-# (module, attribute path of a cache with cache_clear(), or of a dict)
-_PROCESS_CACHES = (
-    ("torch.distributed.tensor._redistribute", "_gen_transform_infos"),
-    ("torch.distributed.tensor._redistribute", "_planner_cache"),
-    ("torch.distributed.tensor._sharding_prop", "ShardingPropagator._propagate_tensor_meta_cached"),
-    ("torch.distributed.tensor._collective_utils", "MeshTopoInfo.build_from_mesh"),
-)
-
-
 def _release_process_caches() -> None:
     """Empty the process-wide caches that hold meshes (those of modules
     already imported: nothing is imported for this). A cache torch no
     longer has under that name is skipped."""
-    for module, path in _PROCESS_CACHES:
+    for module, path in _compat.DTENSOR_PROCESS_CACHES:
         mod = sys.modules.get(module)
         if mod is None:
             continue
-        obj: Any = mod
         try:
-            for part in path.split("."):
-                obj = getattr(obj, part)
+            obj = _compat.resolve(mod, path)
         except AttributeError:
             continue
         clear = getattr(obj, "cache_clear", None) or getattr(obj, "clear", None)

@@ -46,21 +46,12 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from . import _compat
+
 _current_key: Callable[[], int | None] = lambda: None  # noqa: E731  # set by install()
 # (module, table): torch's process-wide hook tables, each read by name at
 # every use (so a replacement is seen), whose hooks return None for "no change"
-_MODULE = "torch.nn.modules.module"
-_HOOK_TABLES = (
-    (_MODULE, "_global_forward_pre_hooks"),
-    (_MODULE, "_global_forward_hooks"),
-    (_MODULE, "_global_backward_pre_hooks"),
-    (_MODULE, "_global_backward_hooks"),
-    (_MODULE, "_global_module_registration_hooks"),
-    (_MODULE, "_global_parameter_registration_hooks"),
-    (_MODULE, "_global_buffer_registration_hooks"),
-    ("torch.optim.optimizer", "_global_optimizer_pre_hooks"),  # MemTracker's, among others
-    ("torch.optim.optimizer", "_global_optimizer_post_hooks"),
-)
+_HOOK_TABLES = _compat.GLOBAL_HOOK_TABLES
 _tables_replaced = False
 _saved_dispatcher_class: type | None = None
 _tls = threading.local()  # .key, .handlers: a rank's own handler table (freed with the rank's thread state)
@@ -143,7 +134,7 @@ def forget(key: int) -> None:
             continue
         for hook_id in [k for k, v in table.items() if isinstance(v, _RankHook) and v.key == key]:
             del table[hook_id]
-            for extra in ("_global_forward_hooks_always_called", "_global_forward_hooks_with_kwargs"):
+            for extra in _compat.FORWARD_HOOK_EXTRAS:
                 getattr(mod, extra, {}).pop(hook_id, None)
 
 
@@ -151,7 +142,7 @@ def _own_handlers(dispatcher: Any) -> dict[Any, Any]:
     """The calling rank's handler table (made at its first use), or the
     process's off rank threads."""
     key = _current_key()
-    base: dict[Any, Any] = dispatcher.__dict__["_custom_op_handlers"]
+    base: dict[Any, Any] = dispatcher.__dict__[_compat.OP_HANDLERS_ATTR]
     if key is None:
         return base
     if getattr(_tls, "key", None) != key:
@@ -164,13 +155,13 @@ def _own_handlers(dispatcher: Any) -> dict[Any, Any]:
 def _set_own_handlers(dispatcher: Any, value: dict[Any, Any]) -> None:
     key = _current_key()
     if key is None:
-        dispatcher.__dict__["_custom_op_handlers"] = value
+        dispatcher.__dict__[_compat.OP_HANDLERS_ATTR] = value
     else:
         _tls.key = key
         _tls.handlers = value
 
 
-_DTENSOR_API = "torch.distributed.tensor._api"  # where DTensor and its dispatcher are made
+_DTENSOR_API = _compat.DTENSOR_API_MODULE  # where DTensor and its dispatcher are made
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -214,17 +205,15 @@ def _per_rank_dispatcher() -> None:
     """Make DTensor's dispatcher answer each rank with its own handler
     table (while installed, once DTensor exists)."""
     global _saved_dispatcher_class
-    api = sys.modules.get(_DTENSOR_API)
-    dtensor = getattr(api, "DTensor", None)
-    d = getattr(dtensor, "_op_dispatcher", None)
-    if _saved_dispatcher_class is not None or d is None or "_custom_op_handlers" not in vars(d):
+    d = _compat.dtensor_dispatcher(sys.modules.get(_DTENSOR_API))
+    if _saved_dispatcher_class is not None or d is None or _compat.OP_HANDLERS_ATTR not in vars(d):
         return  # done already, or a torch without the table: nothing to keep per rank
     cls = type(d)
     per_rank = type(
         cls.__name__,
         (cls,),
         {
-            "_custom_op_handlers": property(_own_handlers, _set_own_handlers),
+            _compat.OP_HANDLERS_ATTR: property(_own_handlers, _set_own_handlers),
             "__doc__": cls.__doc__,
             "__module__": cls.__module__,
         },
@@ -254,6 +243,6 @@ def uninstall() -> None:
             sys.meta_path.remove(_finder)
         _finder = None
     if _saved_dispatcher_class is not None:
-        api: Any = sys.modules[_DTENSOR_API]  # (imported: the class was replaced)
-        api.DTensor._op_dispatcher.__class__ = _saved_dispatcher_class
+        # (DTensor's module is imported: the class was replaced)
+        _compat.dtensor_dispatcher(sys.modules[_DTENSOR_API]).__class__ = _saved_dispatcher_class
         _saved_dispatcher_class = None

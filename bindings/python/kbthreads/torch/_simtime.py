@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode, _FlopCounterMode, shape_wrapper
+from torch.utils.flop_counter import FlopCounterMode
 
+from . import _compat
 from ._network import Network
 
 
@@ -54,26 +55,11 @@ class _GlobalOnly:
 ComputeFn = Callable[[int, int, float], float]
 
 
-def _dynamo_off(code: Any) -> bool:
-    """Mark code (and everything it calls) to run without torch.compile, as
-    torch._dynamo.disable(recursive=True) does per call. False where this
-    torch has no such switch."""
-    try:
-        from torch._C._dynamo import eval_frame
-
-        skip = eval_frame._FrameAction.SKIP
-        eval_frame.set_code_exec_strategy(code, eval_frame._FrameExecStrategy(skip, skip))
-    except (ImportError, AttributeError, TypeError, RuntimeError):
-        return False
-    return True
-
-
-# the code of the wrapper torch's FLOP registry puts around a formula of shapes
-_SHAPE_WRAPPER_CODE = shape_wrapper(lambda: None).__code__  # type: ignore[no-untyped-call]  # torch's is untyped
+_SHAPE_WRAPPER_CODE = _compat.SHAPE_WRAPPER_CODE  # a formula of shapes, as torch's FLOP registry wraps it
 _PLAIN, _COUNTED, _TORCHS = 0, 1, 2  # how _Counting handles an op (see its docstring)
 
 
-class _Counting(_FlopCounterMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is untyped
+class _Counting(_compat.FlopCounterDispatchMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is untyped
     """FlopCounterMode's dispatch mode with fast paths. The mode runs for
     every op of every rank, so its per-op cost is the cost of simulated time:
 
@@ -89,7 +75,7 @@ class _Counting(_FlopCounterMode):  # type: ignore[no-untyped-call]  # torch's _
     torch.compile off while it runs (a compile must not trace into a mode).
     That wrapper is a few Python calls per op; here the same is asked of the
     interpreter once, by marking this method's code to run without torch.compile,
-    its callees too (_dynamo_off). Where this torch lacks that switch, the
+    its callees too (_compat.run_without_dynamo). Where this torch lacks that switch, the
     method keeps torch's wrapper."""
 
     _how: dict[Any, int] = {}  # op -> _PLAIN, _COUNTED or _TORCHS (per process)
@@ -103,11 +89,11 @@ class _Counting(_FlopCounterMode):  # type: ignore[no-untyped-call]  # torch's _
         if how == _COUNTED:
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
-            self._count(func._overloadpacket, out, args, kwargs)
+            self._count(_compat.overload_packet(func), out, args, kwargs)
             return out
         return super().__torch_dispatch__(func, types, args, kwargs)  # type: ignore[no-untyped-call]  # torch's is untyped
 
-    _off_by_code = _dynamo_off(__torch_dispatch__.__code__)
+    _off_by_code = _compat.run_without_dynamo(__torch_dispatch__.__code__)
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:  # read once, when the class is made: wrap unless marked
@@ -125,7 +111,7 @@ class _Counting(_FlopCounterMode):  # type: ignore[no-untyped-call]  # torch's _
             and not any(isinstance(a, (list, tuple, dict)) for a in kwargs.values())
         )
         if not flat:
-            self.counter._count_flops(packet, out, args, kwargs)  # type: ignore[no-untyped-call]  # torch's is untyped
+            _compat.count_flops(self.counter, packet, out, args, kwargs)
             return
         shape = [a.shape if isinstance(a, torch.Tensor) else a for a in args]
         kw = {k: v.shape if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
@@ -134,12 +120,12 @@ class _Counting(_FlopCounterMode):  # type: ignore[no-untyped-call]  # torch's _
     def _classify(self, func: Any) -> int:
         registry = self.counter.flop_registry
         if (
-            not isinstance(func, torch._ops.OpOverload)
+            not isinstance(func, _compat.OpOverload)
             or func in registry
-            or func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
+            or func.has_kernel_for_dispatch_key(_compat.COMPOSITE_IMPLICIT_AUTOGRAD)
         ):
             return _TORCHS  # FlopCounterMode's own path: a decomposition, a higher-order op
-        return _COUNTED if func._overloadpacket in registry else _PLAIN
+        return _COUNTED if _compat.overload_packet(func) in registry else _PLAIN
 
 
 def compute_model(device_flops: float | None, compute: Any, cpu_factor: float) -> tuple[str, ComputeFn]:
@@ -214,10 +200,7 @@ class Timing:
         c.cpu_seen = time.thread_time()
         if self.compute_name in ("flops", "custom"):
             m = FlopCounterMode(display=False)
-            m.mod_tracker = _GlobalOnly()  # type: ignore[assignment]  # a stand-in (see _GlobalOnly)
-            m.flop_counts.clear()
-            m.mode = mode = _Counting(m)  # what FlopCounterMode.__enter__ does, with the fast path
-            mode.__enter__()  # type: ignore[no-untyped-call]  # torch's TorchDispatchMode.__enter__
+            _compat.start_flop_counter(m, _GlobalOnly(), _Counting)  # FlopCounterMode's entry, with the fast path
             c.counter = m
 
     def end_rank(self, rank: int) -> None:
@@ -227,7 +210,7 @@ class Timing:
             self._account(c)
         finally:
             if c.counter is not None:
-                c.counter.mode.__exit__(None, None, None)
+                _compat.stop_flop_counter(c.counter)
                 c.counter = None
 
     def _account(self, c: Clock) -> None:
@@ -271,12 +254,12 @@ class Timing:
         if h not in self.records:  # no engine saw it: nothing to wait in simulated time
             return
         if defer:
-            task = torch._C._current_graph_task_id()
+            task = _compat.current_graph_task_id()
             if task != -1:
                 c.deferred.append(h)
                 if c.hooked_task != task:
                     c.hooked_task = task
-                    torch.autograd.Variable._execution_engine.queue_callback(lambda: self._settle_deferred(c))
+                    _compat.queue_backward_callback(lambda: self._settle_deferred(c))
                 return
         self._account(c)
         self._wait(c, self.records[h])

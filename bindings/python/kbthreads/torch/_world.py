@@ -22,11 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from . import _rank_caches, _rank_hooks
+from . import _compat, _rank_caches, _rank_hooks
 from ._group import BACKEND, GroupInfo, KbProcessGroup
 from ._meeting import SpawnTable
 from ._store import KbStore
@@ -55,7 +54,7 @@ def current() -> RankState | None:
     return getattr(_tls, "rank", None)
 
 
-class _RankWorld(c10d._World):
+class _RankWorld(_compat.World):
     """A _World whose maps are its own (the base class keeps some of them in
     module globals)."""
 
@@ -185,17 +184,17 @@ def _rendezvous(url: str, rank: int = -1, world_size: int = -1, **kwargs: Any) -
     yield (st.store, st.rank, st.world_size)
 
 
-def _new_process_group_helper(
+def _group_helper_hook(
     group_size: int, group_rank: int, global_ranks: list[int], backend: Any, *args: Any, **kwargs: Any
 ) -> Any:
     if current() is not None:
         backend = dist.Backend(_serve_backend(backend))
-    return _saved["_new_process_group_helper"](group_size, group_rank, global_ranks, backend, *args, **kwargs)
+    return _saved[_compat.NEW_GROUP_HELPER_ATTR](group_size, group_rank, global_ranks, backend, *args, **kwargs)
 
 
 def register_backend() -> None:
     """Register 'kbthreads' with torch.distributed (once)."""
-    if BACKEND.upper() not in dist.Backend._plugins:
+    if not _compat.backend_registered(BACKEND):
         dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu", "cuda"])
 
 
@@ -207,14 +206,14 @@ def install() -> None:
         if _users == 0:
             register_backend()
             hooks = {
-                "_world": _WorldProxy(c10d._world),
+                _compat.WORLD_ATTR: _WorldProxy(getattr(c10d, _compat.WORLD_ATTR)),
                 "rendezvous": _rendezvous,
-                "_new_process_group_helper": _new_process_group_helper,
+                _compat.NEW_GROUP_HELPER_ATTR: _group_helper_hook,
             }
             for name, hook in hooks.items():
                 _saved[name] = getattr(c10d, name)
                 setattr(c10d, name, hook)
-            _set_thread_isolation_mode(True)
+            _compat.set_thread_isolation_mode(True)
             _rank_caches.install(current_key)
             _rank_hooks.install(current_key)
         _users += 1
@@ -225,16 +224,11 @@ def uninstall() -> None:
     with _lock:
         _users -= 1
         if _users == 0:
-            _set_thread_isolation_mode(False)
-            for name in ("_world", "rendezvous", "_new_process_group_helper"):
+            _compat.set_thread_isolation_mode(False)
+            for name in (_compat.WORLD_ATTR, "rendezvous", _compat.NEW_GROUP_HELPER_ATTR):
                 setattr(c10d, name, _saved.pop(name))
             _rank_caches.uninstall()
             _rank_hooks.uninstall()
-
-
-def _set_thread_isolation_mode(on: bool) -> None:
-    """C++'s registry of groups by name: per thread (on) or process wide."""
-    torch._C._distributed_c10d._set_thread_isolation_mode(on)  # type: ignore[attr-defined]  # not in torch's stub
 
 
 def enter_rank(st: RankState) -> None:
@@ -253,7 +247,7 @@ def leave_rank(st: RankState) -> None:
                 c10d.destroy_process_group()
             except Exception:
                 pass
-        torch._C._distributed_c10d._unregister_all_process_groups()
+        _compat.unregister_all_process_groups()
     finally:
         _tls.rank = None
         _rank_hooks.forget(st.key)
