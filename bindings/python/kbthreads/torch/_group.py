@@ -6,113 +6,31 @@ creator ``_create`` that ``_world.py`` routes every CPU backend name to
 inside a spawn.
 
 Each method records the calling rank's part (its inputs, copied where a
-result refers to them),
-returns a Work, and, for the last member to arrive, checks the calls and
-computes every member's result (``_ops.py``). ``Work.wait()`` parks the
-rank until the drain completed the collective and copies its result into
-its outputs."""
+result refers to them; ``_tensors.py``), returns a Work, and, for the last
+member to arrive, checks the calls and computes every member's result
+(``_ops.py``). ``Work.wait()`` parks the rank until the drain completed the
+collective and copies its result into its outputs. Sends and receives are
+checked and recorded here and matched by the spawn's mailbox (``_p2p.py``)."""
 
 from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.distributed as dist
 
 from . import _compat, _ops
-from ._meeting import Call, Meeting, SpawnTable, call_site
+from ._meeting import Call, GroupInfo, SpawnTable, call_site
+from ._p2p import Mailbox
+from ._tensors import GLOO_BUMPS, check_tensor, dtype_name, live, snap, write
 from ._work import KbWork, done_work
 
 if TYPE_CHECKING:
     from torch.distributed.distributed_c10d import GroupName
 
 BACKEND = "kbthreads"
-
-
-@dataclass
-class GroupInfo:
-    """What every member of a group agrees on."""
-
-    name: str
-    ranks: list[int]  # global ranks, in group-rank order
-    incarnation: int  # how many groups of this name the spawn made before
-
-    @property
-    def key(self) -> tuple[str, tuple[int, ...], int]:
-        return (self.name, tuple(self.ranks), self.incarnation)
-
-
-def _dtype(t: torch.Tensor) -> str:
-    return str(t.dtype).replace("torch.", "")
-
-
-def _check_tensor(t: Any, what: str) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"kbthreads.torch: {what} must be a torch.Tensor, not {type(t).__name__}")
-    if t.device.type != "cpu":
-        raise ValueError(
-            f"kbthreads.torch: {what} is on {t.device}; the kbthreads backend serves CPU tensors only "
-            "(move it to the CPU, or run this program with a GPU backend outside kbthreads)"
-        )
-    if t.layout != torch.strided:
-        raise ValueError(f"kbthreads.torch: {what} has layout {t.layout}; only dense (strided) tensors are supported")
-    return t
-
-
-def _snap(t: torch.Tensor) -> torch.Tensor:
-    """A copy of an input whose values a result refers to (gathers,
-    broadcasts, scatters, all-to-all, sends)."""
-    return t.detach().clone()
-
-
-def _write(dst: torch.Tensor, src: torch.Tensor, bumps: int = 0) -> None:
-    """Write src's values into the output dst as gloo does, below autograd:
-    no graph records it, so a leaf that requires grad may be an output.
-    ``dst.data`` is an alias of dst's memory with a version counter of its
-    own, so dst's counter (shared with the tensor dst views and its other
-    views) moves by ``bumps`` only: what ProcessGroupGloo's own copies add,
-    measured per collective (_GLOO_BUMPS). An inference tensor, which has
-    no counter, is written in inference mode, the only mode that may."""
-    if dst.is_inference():
-        with torch.inference_mode():
-            dst.copy_(src)
-        return
-    dst.data.copy_(src)
-    if _increment_version is not None:
-        for _ in range(bumps):
-            _increment_version(dst)
-
-
-# torch's public way to move a version counter (a PyTorch 2.x without it: the
-# counters of the kinds below stay where they are, as for the others)
-_increment_version: Callable[[torch.Tensor], None] | None = getattr(torch.autograd.graph, "increment_version", None)
-
-
-# How far gloo moves an output's version counter, per output tensor (PyTorch
-# 2.13's ProcessGroupGloo: the kinds that gather into a flat buffer copy out
-# of it with ATen below autograd; all_reduce, broadcast, reduce, scatter,
-# all_to_all_single, recv write in place and move nothing). A saved tensor
-# later overwritten by one of these fails backward's check as under gloo.
-_GLOO_BUMPS = {
-    "all_gather": 1,
-    "all_gather_coalesced": 1,
-    "all_gather_into_tensor": 2,
-    "gather": 1,
-    "reduce_scatter": 1,
-    "reduce_scatter_tensor": 1,
-    "all_to_all": 1,
-    "all_reduce_coalesced": 1,
-}
-
-
-def _live(t: torch.Tensor) -> torch.Tensor:
-    """An input a reduction reads when the last member arrives, into new
-    tensors: no copy needed (an async caller that changes it before then
-    changes the result, the same way every run)."""
-    return t.detach()
 
 
 def _same(calls: Sequence[Call], extra_check: Callable[[Sequence[Call]], str | None] | None = None) -> str | None:
@@ -224,7 +142,7 @@ class KbProcessGroup(dist.ProcessGroup):
 
     # ---- collectives ----------------------------------------------------------------
     def _tensors(self, ts: Sequence[Any], what: str) -> list[torch.Tensor]:
-        return [_check_tensor(t, what) for t in ts]
+        return [check_tensor(t, what) for t in ts]
 
     def _reduce_op(self, op: Any, dtype: torch.dtype) -> tuple[str, Any]:
         name, factor = _ops.op_name(op)
@@ -237,7 +155,7 @@ class KbProcessGroup(dist.ProcessGroup):
         return self._allreduce(tensors, opts, 0)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
-        return self._allreduce(tensors, opts, _GLOO_BUMPS["all_reduce_coalesced"])
+        return self._allreduce(tensors, opts, GLOO_BUMPS["all_reduce_coalesced"])
 
     def _allreduce(self, tensors: list[torch.Tensor], opts: Any, bumps: int) -> KbWork:
         ts = self._tensors(tensors, "all_reduce's tensor")
@@ -245,8 +163,8 @@ class KbProcessGroup(dist.ProcessGroup):
         name, factor = self._reduce_op(op, ts[0].dtype)
         call = self._call(
             "all_reduce",
-            [_live(t) for t in ts],
-            dtype=_dtype(ts[0]),
+            [live(t) for t in ts],
+            dtype=dtype_name(ts[0]),
             shapes=tuple(tuple(t.shape) for t in ts),
             numel=sum(t.numel() for t in ts),
             nbytes=sum(t.numel() * t.element_size() for t in ts),
@@ -259,7 +177,7 @@ class KbProcessGroup(dist.ProcessGroup):
 
         def finish(res: list[torch.Tensor]) -> list[torch.Tensor]:
             for t, r in zip(ts, res):
-                _write(t, r, bumps)
+                write(t, r, bumps)
             return ts
 
         return self._meet(call, _same, compute, finish)
@@ -270,8 +188,8 @@ class KbProcessGroup(dist.ProcessGroup):
         me = self._grank == root
         call = self._call(
             "broadcast",
-            [_snap(t) for t in ts] if me else None,
-            dtype=_dtype(ts[0]),
+            [snap(t) for t in ts] if me else None,
+            dtype=dtype_name(ts[0]),
             shapes=tuple(tuple(t.shape) for t in ts),
             numel=sum(t.numel() for t in ts) if me else 0,
             nbytes=sum(t.numel() * t.element_size() for t in ts) if me else 0,
@@ -284,7 +202,7 @@ class KbProcessGroup(dist.ProcessGroup):
         def finish(res: list[torch.Tensor]) -> list[torch.Tensor]:
             if not me:
                 for t, r in zip(ts, res):
-                    _write(t, r)
+                    write(t, r)
             return ts
 
         return self._meet(call, _same, compute, finish)
@@ -296,8 +214,8 @@ class KbProcessGroup(dist.ProcessGroup):
         name, factor = self._reduce_op(op, ts[0].dtype)
         call = self._call(
             "reduce",
-            [_live(t) for t in ts],
-            dtype=_dtype(ts[0]),
+            [live(t) for t in ts],
+            dtype=dtype_name(ts[0]),
             shapes=tuple(tuple(t.shape) for t in ts),
             numel=sum(t.numel() for t in ts),
             nbytes=sum(t.numel() * t.element_size() for t in ts),
@@ -312,7 +230,7 @@ class KbProcessGroup(dist.ProcessGroup):
         def finish(res: list[torch.Tensor] | None) -> list[torch.Tensor]:
             if res is not None:
                 for t, r in zip(ts, res):
-                    _write(t, r)
+                    write(t, r)
             return ts
 
         return self._meet(call, _same, compute, finish)
@@ -330,8 +248,8 @@ class KbProcessGroup(dist.ProcessGroup):
             self._tensors(outs, "all_gather's output")
         call = self._call(
             "all_gather",
-            [_snap(t) for t in ins],
-            dtype=_dtype(ins[0]),
+            [snap(t) for t in ins],
+            dtype=dtype_name(ins[0]),
             shapes=tuple(tuple(t.shape) for t in ins),
             numel=sum(t.numel() for t in ins),
             nbytes=sum(t.numel() * t.element_size() for t in ins),
@@ -343,10 +261,10 @@ class KbProcessGroup(dist.ProcessGroup):
         def finish(res: list[list[torch.Tensor]]) -> list[list[torch.Tensor]]:
             for i, outs in enumerate(output_lists):
                 for j, o in enumerate(outs):
-                    _write(
+                    write(
                         o,
                         res[j][i].view_as(o) if res[j][i].numel() == o.numel() else res[j][i],
-                        _GLOO_BUMPS["all_gather"],
+                        GLOO_BUMPS["all_gather"],
                     )
             return output_lists
 
@@ -360,8 +278,8 @@ class KbProcessGroup(dist.ProcessGroup):
         ins = self._tensors(inputs, "all_gather_coalesced's input")
         call = self._call(
             "all_gather_coalesced",
-            [_snap(t) for t in ins],
-            dtype=_dtype(ins[0]),
+            [snap(t) for t in ins],
+            dtype=dtype_name(ins[0]),
             shapes=tuple(tuple(t.shape) for t in ins),
             numel=sum(t.numel() for t in ins),
             nbytes=sum(t.numel() * t.element_size() for t in ins),
@@ -375,14 +293,14 @@ class KbProcessGroup(dist.ProcessGroup):
         def finish(res: list[list[torch.Tensor]]) -> Any:
             for j, outs in enumerate(output_lists):
                 for i, o in enumerate(outs):
-                    _write(o, res[j][i], _GLOO_BUMPS["all_gather_coalesced"])
+                    write(o, res[j][i], GLOO_BUMPS["all_gather_coalesced"])
             return output_lists
 
         return self._meet(call, _same, compute, finish)
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> KbWork:
-        _check_tensor(output, "all_gather_into_tensor's output")
-        _check_tensor(input, "all_gather_into_tensor's input")
+        check_tensor(output, "all_gather_into_tensor's output")
+        check_tensor(input, "all_gather_into_tensor's input")
         n = self.size()
         if output.numel() != n * input.numel():
             raise ValueError(
@@ -393,8 +311,8 @@ class KbProcessGroup(dist.ProcessGroup):
             raise ValueError("kbthreads.torch: all_gather_into_tensor: output and input dtypes differ")
         call = self._call(
             "all_gather_into_tensor",
-            _live(input),
-            dtype=_dtype(input),
+            live(input),
+            dtype=dtype_name(input),
             shapes=(tuple(input.shape),),
             numel=input.numel(),
             nbytes=input.numel() * input.element_size(),
@@ -405,7 +323,7 @@ class KbProcessGroup(dist.ProcessGroup):
             return {g: flat for g in range(len(calls))}
 
         def finish(flat: torch.Tensor) -> torch.Tensor:
-            _write(output, flat.view(output.shape), _GLOO_BUMPS["all_gather_into_tensor"])
+            write(output, flat.view(output.shape), GLOO_BUMPS["all_gather_into_tensor"])
             return output
 
         return self._meet(call, _same, compute, finish)
@@ -433,8 +351,8 @@ class KbProcessGroup(dist.ProcessGroup):
             self._tensors(output_lists[0], "gather's output")
         call = self._call(
             "gather",
-            [_snap(t) for t in ins],
-            dtype=_dtype(ins[0]),
+            [snap(t) for t in ins],
+            dtype=dtype_name(ins[0]),
             shapes=tuple(tuple(t.shape) for t in ins),
             numel=sum(t.numel() for t in ins),
             nbytes=sum(t.numel() * t.element_size() for t in ins),
@@ -447,7 +365,7 @@ class KbProcessGroup(dist.ProcessGroup):
         def finish(res: list[torch.Tensor] | None) -> Any:
             if res is not None:
                 for o, r in zip(output_lists[0], res):
-                    _write(o, r, _GLOO_BUMPS["gather"])
+                    write(o, r, GLOO_BUMPS["gather"])
             return output_lists
 
         return self._meet(call, _same, compute, finish)
@@ -465,8 +383,8 @@ class KbProcessGroup(dist.ProcessGroup):
             ins = self._tensors(input_lists[0], "scatter's input")
         call = self._call(
             "scatter",
-            [_snap(t) for t in ins] if me else None,
-            dtype=_dtype(outs[0]),
+            [snap(t) for t in ins] if me else None,
+            dtype=dtype_name(outs[0]),
             shapes=tuple(tuple(t.shape) for t in outs),
             numel=sum(t.numel() for t in ins) if me else 0,
             nbytes=sum(t.numel() * t.element_size() for t in ins) if me else 0,
@@ -477,7 +395,7 @@ class KbProcessGroup(dist.ProcessGroup):
             return {g: calls[root].inputs[g] for g in range(len(calls))}
 
         def finish(r: torch.Tensor) -> Any:
-            _write(outs[0], r)
+            write(outs[0], r)
             return outs
 
         return self._meet(call, _same, compute, finish)
@@ -494,8 +412,8 @@ class KbProcessGroup(dist.ProcessGroup):
         name, factor = self._reduce_op(op, ins[0].dtype)
         call = self._call(
             "reduce_scatter",
-            [_live(t) for t in ins],
-            dtype=_dtype(ins[0]),
+            [live(t) for t in ins],
+            dtype=dtype_name(ins[0]),
             shapes=tuple(tuple(t.shape) for t in ins),
             numel=sum(t.numel() for t in ins),
             nbytes=sum(t.numel() * t.element_size() for t in ins),
@@ -506,15 +424,15 @@ class KbProcessGroup(dist.ProcessGroup):
             return {g: _ops.reduce([c.inputs[g] for c in calls], name, factor) for g in range(len(calls))}
 
         def finish(r: torch.Tensor) -> Any:
-            _write(outs[0], r, _GLOO_BUMPS["reduce_scatter"])
+            write(outs[0], r, GLOO_BUMPS["reduce_scatter"])
             return outs
 
         return self._meet(call, _same, compute, finish)
 
     def _reduce_scatter_base(self, outputTensor: torch.Tensor, inputTensor: torch.Tensor, opts: Any = None) -> KbWork:
         output, input = outputTensor, inputTensor  # (torch's names, which reduce_scatter_single shares)
-        _check_tensor(output, "reduce_scatter_tensor's output")
-        _check_tensor(input, "reduce_scatter_tensor's input")
+        check_tensor(output, "reduce_scatter_tensor's output")
+        check_tensor(input, "reduce_scatter_tensor's input")
         n = self.size()
         if input.numel() != n * output.numel():
             raise ValueError(
@@ -525,8 +443,8 @@ class KbProcessGroup(dist.ProcessGroup):
         name, factor = self._reduce_op(op, input.dtype)
         call = self._call(
             "reduce_scatter_tensor",
-            _live(input),
-            dtype=_dtype(input),
+            live(input),
+            dtype=dtype_name(input),
             shapes=(tuple(input.shape),),
             numel=input.numel(),
             nbytes=input.numel() * input.element_size(),
@@ -538,7 +456,7 @@ class KbProcessGroup(dist.ProcessGroup):
             return {g: _ops.reduce([p[g] for p in parts], name, factor) for g in range(n)}
 
         def finish(r: torch.Tensor) -> torch.Tensor:
-            _write(output, r.view(output.shape), _GLOO_BUMPS["reduce_scatter_tensor"])
+            write(output, r.view(output.shape), GLOO_BUMPS["reduce_scatter_tensor"])
             return output
 
         return self._meet(call, _same, compute, finish)
@@ -562,8 +480,8 @@ class KbProcessGroup(dist.ProcessGroup):
         ins = self._tensors(inputs, "all_to_all's input")
         call = self._call(
             "all_to_all",
-            [_snap(t) for t in ins],
-            dtype=_dtype(ins[0]),
+            [snap(t) for t in ins],
+            dtype=dtype_name(ins[0]),
             shapes=(),
             numel=sum(t.numel() for t in ins),
             nbytes=sum(t.numel() * t.element_size() for t in ins),
@@ -585,7 +503,7 @@ class KbProcessGroup(dist.ProcessGroup):
 
         def finish(res: list[torch.Tensor]) -> Any:
             for o, r in zip(outs, res):
-                _write(o, r, _GLOO_BUMPS["all_to_all"])
+                write(o, r, GLOO_BUMPS["all_to_all"])
             return outs
 
         return self._meet(call, lambda cs: _same(cs, sizes_agree), compute, finish)
@@ -598,8 +516,8 @@ class KbProcessGroup(dist.ProcessGroup):
         input_split_sizes: list[int] | None,
         opts: Any = None,
     ) -> KbWork:
-        _check_tensor(output, "all_to_all_single's output")
-        _check_tensor(input, "all_to_all_single's input")
+        check_tensor(output, "all_to_all_single's output")
+        check_tensor(input, "all_to_all_single's input")
         n = self.size()
         for what, t, s in (("input", input, input_split_sizes), ("output", output, output_split_sizes)):
             if s:
@@ -616,12 +534,12 @@ class KbProcessGroup(dist.ProcessGroup):
                 raise ValueError(
                     f"kbthreads.torch: all_to_all_single: the {what}'s {t.shape[0]} rows do not divide among {n} ranks"
                 )
-        pieces = _ops.chunks(_snap(input), input_split_sizes, n)
+        pieces = _ops.chunks(snap(input), input_split_sizes, n)
         want = [tuple(p.shape) for p in _ops.chunks(output, output_split_sizes, n)]
         call = self._call(
             "all_to_all_single",
             pieces,
-            dtype=_dtype(input),
+            dtype=dtype_name(input),
             shapes=(tuple(input.shape[1:]),),
             numel=input.numel(),
             nbytes=input.numel() * input.element_size(),
@@ -643,7 +561,7 @@ class KbProcessGroup(dist.ProcessGroup):
             return {i: [calls[j].inputs[i] for j in range(n)] for i in range(n)}
 
         def finish(res: list[torch.Tensor]) -> torch.Tensor:
-            _write(output, torch.cat([r.reshape(-1) for r in res]).view(output.shape))
+            write(output, torch.cat([r.reshape(-1) for r in res]).view(output.shape))
             return output
 
         return self._meet(call, lambda cs: _same(cs, sizes_agree), compute, finish)
@@ -662,24 +580,49 @@ class KbProcessGroup(dist.ProcessGroup):
         (t,) = self._tensors(tensors, "send's tensor")
         if not 0 <= dst < self.size() or dst == self._grank:
             raise ValueError(f"kbthreads.torch: send: destination {dst} is not another rank of this group")
-        self._table_p2p().post(self, self._grank, dst, tag, t)
+        call = self._call(
+            "send",
+            snap(t),
+            dtype=dtype_name(t),
+            shapes=(tuple(t.shape),),
+            numel=t.numel(),
+            nbytes=t.numel() * t.element_size(),
+        )
+        self._mailbox().post(self._info, self._grank, dst, tag, call)
         return done_work([t])
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int = 0) -> KbWork:
         (t,) = self._tensors(tensors, "recv's tensor")
         if not 0 <= src < self.size() or src == self._grank:
             raise ValueError(f"kbthreads.torch: recv: source {src} is not another rank of this group")
-        return self._table_p2p().take(self, src, self._grank, tag, t)
+        return self._recv(src, tag, t)
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int = 0) -> KbWork:
         (t,) = self._tensors(tensors, "recv's tensor")
-        return self._table_p2p().take(self, None, self._grank, tag, t)
+        return self._recv(None, tag, t)
 
-    def _table_p2p(self) -> _Mailbox:
+    def _recv(self, src: int | None, tag: int, t: torch.Tensor) -> KbWork:
+        """A recv from group rank src (None: any source), the n-th on its
+        (source, tag) channel in this rank."""
+        seq = self._p2p_seq[(src, tag)]
+        self._p2p_seq[(src, tag)] += 1
+        call = self._call(
+            "recv",
+            None,
+            dtype=dtype_name(t),
+            shapes=(tuple(t.shape),),
+            numel=t.numel(),
+            nbytes=t.numel() * t.element_size(),
+            root=src,
+        )
+        return self._mailbox().take(self._info, seq, self._global, src, self._grank, tag, t, call)
+
+    def _mailbox(self) -> Mailbox:
         tb = self._table
         if tb.mailbox is None:
-            tb.mailbox = _Mailbox(tb)
-        return tb.mailbox
+            tb.mailbox = Mailbox(tb)
+        mailbox: Mailbox = tb.mailbox
+        return mailbox
 
 
 def _chain(works: list[KbWork], result: Any) -> KbWork:
@@ -689,105 +632,3 @@ def _chain(works: list[KbWork], result: Any) -> KbWork:
         return result
 
     return KbWork(wait)
-
-
-# A channel: (group key, source, destination, tag), group ranks; a recv's
-# source may be None (any source).
-_Sent = tuple[tuple[str, tuple[int, ...], int], int, int, int]
-_Wanted = tuple[tuple[str, tuple[int, ...], int], int | None, int, int]
-
-
-class _Mailbox:
-    """Point-to-point messages of one spawn: eager sends wait in FIFO
-    channels (group, src, dst, tag) until a recv takes them; a recv posted
-    first waits for its send. Every match is submitted to the engine as a
-    "send" collective, which the receiver waits for."""
-
-    def __init__(self, table: SpawnTable) -> None:
-        self.table = table
-        self.sent: dict[_Sent, collections.deque[tuple[int, Call]]] = collections.defaultdict(collections.deque)
-        # (key or any-source key, meeting, holder), in post order
-        self.waiting: list[tuple[_Wanted, Meeting, dict[str, Any]]] = []
-        self.order = 0
-
-    def post(self, pg: KbProcessGroup, src: int, dst: int, tag: int, t: torch.Tensor) -> None:
-        info = pg._info
-        call = pg._call(
-            "send",
-            _snap(t),
-            dtype=_dtype(t),
-            shapes=(tuple(t.shape),),
-            numel=t.numel(),
-            nbytes=t.numel() * t.element_size(),
-        )
-        for k, (key, m, holder) in enumerate(self.waiting):
-            if key[0] == info.key and key[2] == dst and key[3] == tag and key[1] in (src, None):
-                del self.waiting[k]
-                self._match(pg, m, holder, src, dst, call)
-                return
-        self.order += 1
-        self.sent[(info.key, src, dst, tag)].append((self.order, call))
-        self.table.epoch += 1
-
-    def take(self, pg: KbProcessGroup, src: int | None, dst: int, tag: int, t: torch.Tensor) -> KbWork:
-        info = pg._info
-        seq = pg._p2p_seq[(src, tag)]
-        pg._p2p_seq[(src, tag)] += 1
-        m = Meeting(info, seq)
-        holder: dict[str, Any] = {"t": t, "src": src}
-        recv_call = pg._call(
-            "recv",
-            None,
-            dtype=_dtype(t),
-            shapes=(tuple(t.shape),),
-            numel=t.numel(),
-            nbytes=t.numel() * t.element_size(),
-            root=src,
-        )
-        m.calls[dst] = recv_call
-        found = None
-        for key, q in self.sent.items():
-            if key[0] == info.key and key[2] == dst and key[3] == tag and (src is None or key[1] == src) and q:
-                if found is None or q[0][0] < self.sent[found][0][0]:
-                    found = key
-        if found is not None:
-            _, call = self.sent[found].popleft()
-            self._match(pg, m, holder, found[1], dst, call)
-        else:
-            self.waiting.append(((info.key, src, dst, tag), m, holder))
-            self.table.epoch += 1
-        src_txt = "any source" if src is None else f"rank {info.ranks[src]}"
-        what = f"recv({_dtype(t)} [{','.join(map(str, t.shape))}]) from {src_txt} at {recv_call.site}"
-        work: KbWork
-
-        def wait(defer: bool) -> Any:
-            self.table.wait(pg._global, m, what)
-            holder["finish"]()
-            work._source = holder["src"]  # a group rank, as torch reads it
-            if self.table.timing is not None:
-                self.table.timing.settle(pg._global, m.handle, defer)
-            return [t]
-
-        work = KbWork(wait, ready=lambda: self.table.done(m))
-        return work
-
-    def _match(self, pg: KbProcessGroup, m: Meeting, holder: dict[str, Any], src: int, dst: int, call: Call) -> None:
-        t = holder["t"]
-        holder["src"] = src
-        info = pg._info
-        if call.dtype != _dtype(t) or call.numel != t.numel():
-            m.error = (
-                f"kbthreads.torch: mismatched send/recv on group {info.name!r}: rank {info.ranks[src]} "
-                f"sends {call.describe()}; rank {info.ranks[dst]} receives {m.calls[dst].describe()}"
-            )
-            self.table.epoch += 1
-            return
-        data = call.inputs
-
-        def finish() -> None:
-            _write(t, data.view(t.shape))
-
-        m.calls[src] = call
-        m.results = {dst: None}
-        holder["finish"] = finish  # the receiver copies once the drain completed the match
-        self.table.submit_p2p(m, info.ranks[src], info.ranks[dst], call, call.rank, m.calls[dst].t)

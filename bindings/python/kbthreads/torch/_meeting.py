@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from .._suspend import yield_
 
 if TYPE_CHECKING:
-    from ._group import GroupInfo, _Mailbox
     from ._simtime import Timing
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -134,6 +133,19 @@ class CollectiveError(RuntimeError):
 
 
 @dataclass
+class GroupInfo:
+    """What every member of a group agrees on."""
+
+    name: str
+    ranks: list[int]  # global ranks, in group-rank order
+    incarnation: int  # how many groups of this name the spawn made before
+
+    @property
+    def key(self) -> tuple[str, tuple[int, ...], int]:
+        return (self.name, tuple(self.ranks), self.incarnation)
+
+
+@dataclass
 class Meeting:
     """One collective of one group: the members' calls as they arrive, then
     its result."""
@@ -175,7 +187,9 @@ class SpawnTable:
         self.failure: str | None = None  # a deadlock report, once found
         self.failure_ranks: set[int] = set()
         self.timing: Timing | None = None  # in a spawn with a network model
-        self.mailbox: _Mailbox | None = None  # its point-to-point messages, made at the first send or recv
+        # its point-to-point messages (a _p2p.Mailbox), made at the first send
+        # or recv; typed Any because _p2p builds on this module
+        self.mailbox: Any = None
 
     # ---- collectives -----------------------------------------------------------
     def arrive(

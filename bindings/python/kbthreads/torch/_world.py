@@ -26,8 +26,8 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from . import _compat, _rank_caches, _rank_hooks
-from ._group import BACKEND, GroupInfo, KbProcessGroup
-from ._meeting import SpawnTable
+from ._group import BACKEND, KbProcessGroup
+from ._meeting import GroupInfo, SpawnTable
 from ._store import KbStore
 
 _tls = threading.local()  # .rank: the RankState of a rank thread, while its body runs
