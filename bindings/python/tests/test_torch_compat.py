@@ -21,8 +21,8 @@ PACKAGE = Path(_compat.__file__).parent
 # that name (a backend's methods, a dispatch mode's class hook); _compat
 # checks that torch still has them
 ALLOWED = {
-    ("_group.py", "_allgather_base"),
-    ("_group.py", "_reduce_scatter_base"),
+    ("_gathers.py", "_allgather_base"),
+    ("_reductions.py", "_reduce_scatter_base"),
     ("_work.py", "_source_rank"),
     ("_simtime.py", "_should_skip_dynamo"),
 }
