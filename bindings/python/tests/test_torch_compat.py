@@ -24,7 +24,7 @@ ALLOWED = {
     ("_gathers.py", "_allgather_base"),
     ("_reductions.py", "_reduce_scatter_base"),
     ("_work.py", "_source_rank"),
-    ("_simtime.py", "_should_skip_dynamo"),
+    ("_flops.py", "_should_skip_dynamo"),
 }
 
 _TORCH_PRIVATE_TEXT = re.compile(r"\btorch(\.\w+)*\._[A-Za-z]")

@@ -66,7 +66,7 @@ NEW_GROUP_HELPER_ATTR = "_new_process_group_helper"
 
 # the methods torch calls on a backend's ProcessGroup and Work by these
 # private names (all_gather_into_tensor, reduce_scatter_tensor,
-# recv's source): _group.py and _work.py define them (checked on 2.13)
+# recv's source): _gathers.py, _reductions.py and _work.py define them (checked on 2.13)
 BACKEND_METHODS = ("_allgather_base", "_reduce_scatter_base", "_source_rank")
 
 REQUIRED: tuple[Name, ...] = (
@@ -222,7 +222,7 @@ def premul_factor(op: dist.ReduceOp) -> Any:
     return op.__getstate__()[1]  # type: ignore[attr-defined]
 
 
-# ---- FLOP counting (_simtime.py; checked on 2.13) ----------------------------------------------
+# ---- FLOP counting (_flops.py; checked on 2.13) -------------------------------------------------
 FlopCounterDispatchMode = _FlopCounterMode  # the dispatch mode a FlopCounterMode enters
 OpOverload = torch._ops.OpOverload
 COMPOSITE_IMPLICIT_AUTOGRAD = torch._C.DispatchKey.CompositeImplicitAutograd
