@@ -386,11 +386,22 @@ def test_network_device_flops_summary_timeline_and_plot(tmp_path):
 # ---- the same trainer under torchrun and kbthreads-torchrun -------------------------------------
 
 
+# gloo's own teardown: now and then a worker process aborts at its exit
+# (its C++ runtime's "terminate called without an active exception", a
+# gloo thread still joinable when the process ends; seen under load, after
+# the trainer's barrier and destroy_process_group). The trainer wrote its
+# results before that, so such a run is the reference still; any other
+# failure, or a missing result, fails the test.
+GLOO_EXIT_ABORT = "terminate called without an active exception"
+
+
 def _torchrun(n: int, out: Path) -> None:
     out.mkdir()
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n),
                         str(TRAINER), "--out", str(out)], capture_output=True, text=True, timeout=300, env=env())
-    assert r.returncode == 0, r.stderr
+    if r.returncode != 0:
+        assert GLOO_EXIT_ABORT in r.stderr, r.stderr
+        assert all((out / f"rank{rank}.pt").exists() for rank in range(n)), r.stderr
 
 
 def _kbthreads(n: int, out: Path) -> str:
