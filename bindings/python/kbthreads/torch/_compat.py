@@ -18,7 +18,7 @@ Two kinds:
   was checked on, instead of an AttributeError deep inside a collective.
 - OPTIONAL: each has a fallback that keeps the behaviour (a fast path torch
   may lack, or a table in a module torch imports only when a program uses
-  DTensor, which costs about a second: it is never imported for a check).
+  DTensor, whose import is slow: it is never imported for a check).
   A missing one is skipped where it is used, as before.
 """
 

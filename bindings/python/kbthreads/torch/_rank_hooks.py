@@ -167,7 +167,7 @@ _DTENSOR_API = _compat.DTENSOR_API_MODULE  # where DTensor and its dispatcher ar
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs then() once the module named has been executed: DTensor's
     dispatcher is made per rank when a rank first imports DTensor (the
-    import costs about a second: a spawn never imports it itself)."""
+    import is slow: a spawn never imports it itself)."""
 
     def __init__(self, name: str, then: Callable[[], None]) -> None:
         self.name = name

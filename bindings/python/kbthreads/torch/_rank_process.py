@@ -6,7 +6,7 @@ is cheap): ``sys.argv``, ``sys.excepthook``, ``os.environ`` (with
 ``os.environb``, which shares its data), ``sys.modules["__main__"]``,
 ``sys.stdout`` and ``sys.stderr`` (a rank's ``redirect_stdout`` is its own; the
 objects themselves are the caller's, shared), and the state of torch's
-default CPU generator (read and written back: 0.85 us, most of a swap).
+default CPU generator (read and written back: most of a swap; docs/bench-torch.md).
 Python's ``random`` and numpy's legacy RandomState are per rank without any
 swap (``_rank_rngs.py``).
 
