@@ -5,6 +5,7 @@ once it ended, Context.last_stats, and the wait policy's report in them
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
@@ -71,7 +72,9 @@ def test_kb_wait_policy_forces_the_reported_mode_and_nothing_is_measured(monkeyp
     with kbthreads.spawn(yields, (200,), nprocs=2, join=False) as pc:
         pc.join()
         st = pc.stats
-    assert (st.wait_mode, st.wait_reactive, st.wait_switches) == (mode, False, 0)
+    # (on one CPU a nudge has no other CPU to wake on: the library reports the sleep it is)
+    expected = "sleep" if mode == "nudge" and len(os.sched_getaffinity(0)) == 1 else mode
+    assert (st.wait_mode, st.wait_reactive, st.wait_switches) == (expected, False, 0)
     assert set(st.wait_ns.values()) == {0}
 
 
