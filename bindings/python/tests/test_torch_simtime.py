@@ -393,6 +393,43 @@ def test_each_ranks_flops_are_what_flop_counter_mode_counts_for_its_ops():
     assert got == want and len(set(want.values())) == 3
 
 
+def _fake_ops(rank):
+    """A forward and backward pass of a small model on fake tensors (made
+    under FakeTensorMode, whose tensors dispatch TorchScript's prim::device
+    for ``.device``), sizes per rank."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        d = 8 * (rank + 1)
+        model = torch.nn.Sequential(torch.nn.Linear(d, 2 * d), torch.nn.LayerNorm(2 * d), torch.nn.Linear(2 * d, d))
+        x = torch.randn(4, d)
+        q = torch.randn(1, 2, d, 8, requires_grad=True)
+        a = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        (model(x).sum() + a.sum()).backward()
+
+
+def _meta_ops(rank):
+    """The same model on the meta device."""
+    d = 8 * (rank + 1)
+    model = torch.nn.Sequential(torch.nn.Linear(d, 2 * d, device="meta"), torch.nn.Linear(2 * d, d, device="meta"))
+    x = torch.empty(4, d, device="meta")
+    model(x).sum().backward()
+
+
+@pytest.mark.parametrize("ops", [_fake_ops, _meta_ops], ids=["fake", "meta"])
+def test_under_fake_and_meta_tensors_each_ranks_flops_are_what_flop_counter_mode_counts(ops):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    want = {}
+    for r in range(3):
+        with FlopCounterMode(display=False) as m:
+            ops(r)
+        want[r] = m.get_total_flops()
+    run = kbt.spawn(ops, nprocs=3, network=kbt.Network(A, B), device_flops=1e12)
+    got = {r: s["flops"] for r, s in run.summary()["ranks"].items()}
+    assert got == want and len(set(want.values())) == 3 and min(want.values()) > 0
+
+
 def test_a_compiled_function_in_a_rank_runs_eagerly_and_is_counted_without_compiling_the_counter():
     import torch._dynamo
 

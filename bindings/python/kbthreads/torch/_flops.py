@@ -93,13 +93,22 @@ class Counting(_compat.FlopCounterDispatchMode):  # type: ignore[no-untyped-call
 
     def _classify(self, func: Any) -> int:
         registry = self.counter.flop_registry
-        if (
-            not isinstance(func, _compat.OpOverload)
-            or func in registry
-            or func.has_kernel_for_dispatch_key(_compat.COMPOSITE_IMPLICIT_AUTOGRAD)
-        ):
+        if not isinstance(func, _compat.OpOverload) or func in registry or _decomposes(func):
             return _TORCHS  # FlopCounterMode's own path: a decomposition, a higher-order op
         return _COUNTED if _compat.overload_packet(func) in registry else _PLAIN
+
+
+def _decomposes(func: Any) -> bool:
+    """Whether func has a decomposition (a CompositeImplicitAutograd kernel).
+    An op the C++ dispatcher does not know has none there: TorchScript's
+    prim::device, which a FakeTensor's ``.device`` dispatches, makes the
+    dispatcher's query raise; FlopCounterMode runs it and counts nothing,
+    as _PLAIN does."""
+    key = _compat.COMPOSITE_IMPLICIT_AUTOGRAD
+    try:
+        return bool(func.has_kernel_for_dispatch_key(key))
+    except RuntimeError:
+        return key in func.py_kernels
 
 
 def start_counter() -> Any:
