@@ -119,12 +119,11 @@ def _kbthreads_timed(n: int, workload: str, warm: int, steps: int, out: str) -> 
 def _threaded(n: int, workload: str, warm: int, steps: int, out: str) -> None:
     import threading
 
-    import torch
     import torch.distributed as dist
-    from torch.testing._internal.distributed import multi_threaded_pg as mtpg
 
-    mtpg._install_threaded_pg()
-    torch._C._distributed_c10d._set_thread_isolation_mode(True)
+    from kbthreads.torch import _compat  # (PyTorch's private names go through it)
+
+    exception_handle = _compat.install_threaded_test_group()
     store = dist.HashStore()
     res: dict = {}
     errors: list = []
@@ -135,7 +134,7 @@ def _threaded(n: int, workload: str, warm: int, steps: int, out: str) -> None:
             _body(rank, n, workload, warm, steps, res)
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
-            mtpg.ProcessLocalGroup.exception_handle(e)
+            exception_handle(e)
 
     threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(n)]
     for t in threads:

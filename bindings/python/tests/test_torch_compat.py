@@ -114,6 +114,14 @@ def test_no_private_torch_name_outside_compat() -> None:
     assert not bad, "private PyTorch names outside kbthreads/torch/_compat.py:\n" + "\n".join(bad)
 
 
+def test_the_torch_bench_uses_private_names_through_compat() -> None:
+    bench = Path(__file__).resolve().parents[3] / "bench" / "torch_bench.py"
+    if not bench.exists():
+        pytest.skip("a copy of the tests without the project's bench")
+    bad = [f"{line}: {name}" for line, name in private_torch_uses(bench.read_text())]
+    assert not bad, "private PyTorch names in bench/torch_bench.py:\n" + "\n".join(bad)
+
+
 def test_every_required_name_is_in_this_torch() -> None:
     assert _compat.missing() == []
 

@@ -118,7 +118,12 @@ DTENSOR_PROCESS_CACHES: tuple[Name, ...] = (
     ("torch.distributed.tensor._collective_utils", "MeshTopoInfo.build_from_mesh"),
 )
 
+# PyTorch's own threaded test backend, which bench/torch_bench.py measures
+# against (checked on 2.13; optional: only the bench imports it)
+THREADED_TEST_GROUP_MODULE = "torch.testing._internal.distributed.multi_threaded_pg"
+
 OPTIONAL: tuple[Name, ...] = (
+    (THREADED_TEST_GROUP_MODULE, "_install_threaded_pg"),
     ("torch", "_C._dynamo.eval_frame._FrameAction.SKIP"),
     ("torch", "_C._dynamo.eval_frame._FrameExecStrategy"),
     ("torch", "_C._dynamo.eval_frame.set_code_exec_strategy"),
@@ -295,3 +300,15 @@ def key_mesh(mesh: Any, key: int) -> None:
 def dtensor_dispatcher(api: ModuleType | None) -> Any:
     """DTensor's op dispatcher, from its module (None without either)."""
     return getattr(getattr(api, "DTensor", None), "_op_dispatcher", None)
+
+
+# ---- PyTorch's threaded test backend (bench/torch_bench.py; checked on 2.13; optional) ----------
+def install_threaded_test_group() -> Callable[[BaseException], None]:
+    """Register PyTorch's own threaded test backend ("threaded") and keep
+    C++'s registry of groups per thread, as PyTorch's tests do; returns the
+    handler a failing rank thread calls, which releases the others."""
+    mtpg = importlib.import_module(THREADED_TEST_GROUP_MODULE)
+    mtpg._install_threaded_pg()
+    set_thread_isolation_mode(True)
+    handler: Callable[[BaseException], None] = mtpg.ProcessLocalGroup.exception_handle
+    return handler

@@ -7,16 +7,43 @@ every member's result in group-rank order."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from . import _ops
 from ._meeting import Call
-from ._member import GroupMember, chain, same
-from ._tensors import GLOO_BUMPS, check_tensor, dtype_name, live, snap, write
+from ._member import GroupMember, chain, same, to_all, to_root
+from ._tensors import GLOO_BUMPS, check_tensor, live, snap, write, write_all
 from ._work import KbWork
+
+
+def _inputs_to_all(calls: Sequence[Call]) -> dict[int, Any]:
+    """Every member's part: every member's inputs, in group-rank order."""
+    return to_all(calls, [c.inputs for c in calls])
+
+
+def _pieces_to_each(calls: Sequence[Call]) -> dict[int, Any]:
+    """Member i's part: the i-th piece of every member's inputs (all-to-all)."""
+    return {i: [c.inputs[i] for c in calls] for i in range(len(calls))}
+
+
+def _pieces_agree(
+    wrong: Callable[[Call, Call, int, int], str],
+) -> Callable[[Sequence[Call]], str | None]:
+    """An all-to-all's check beyond ``same``: the piece member j sends to
+    member i has the shape i expects from j (i's ``extra[j]``); wrong
+    describes the first that has not."""
+
+    def check(calls: Sequence[Call]) -> str | None:
+        for i, ci in enumerate(calls):
+            for j, cj in enumerate(calls):
+                if tuple(cj.inputs[i].shape) != ci.extra[j]:
+                    return wrong(ci, cj, i, j)
+        return None
+
+    return check
 
 
 # (the type: ignore[override]s: see GroupMember)
@@ -25,28 +52,14 @@ class Gathers(GroupMember):
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:  # type: ignore[override]
         ts = self._tensors(tensors, "broadcast's tensor")
-        root = opts.rootRank if opts is not None else 0
+        root = self._root(opts)
         me = self._grank == root
-        call = self._call(
-            "broadcast",
-            [snap(t) for t in ts] if me else None,
-            dtype=dtype_name(ts[0]),
-            shapes=tuple(tuple(t.shape) for t in ts),
-            numel=sum(t.numel() for t in ts) if me else 0,
-            nbytes=sum(t.numel() * t.element_size() for t in ts) if me else 0,
-            root=root,
+        return self._collective(
+            self._call_of("broadcast", [snap(t) for t in ts] if me else None, ts, ts if me else [], root=root),
+            lambda calls: to_all(calls, calls[root].inputs),
+            lambda res: None if me else write_all(ts, res),
+            ts,
         )
-
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            return {g: calls[root].inputs for g in range(len(calls))}
-
-        def finish(res: list[torch.Tensor]) -> list[torch.Tensor]:
-            if not me:
-                for t, r in zip(ts, res):
-                    write(t, r)
-            return ts
-
-        return self._meet(call, same, compute, finish)
 
     def allgather(  # type: ignore[override]
         self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
@@ -59,57 +72,34 @@ class Gathers(GroupMember):
                     f"kbthreads.torch: all_gather's output list has {len(outs)} tensors for a group of {n}"
                 )
             self._tensors(outs, "all_gather's output")
-        call = self._call(
-            "all_gather",
-            [snap(t) for t in ins],
-            dtype=dtype_name(ins[0]),
-            shapes=tuple(tuple(t.shape) for t in ins),
-            numel=sum(t.numel() for t in ins),
-            nbytes=sum(t.numel() * t.element_size() for t in ins),
-        )
 
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            return {g: [c.inputs for c in calls] for g in range(len(calls))}
-
-        def finish(res: list[list[torch.Tensor]]) -> list[list[torch.Tensor]]:
+        def finish(res: list[list[torch.Tensor]]) -> None:
+            # output_lists[i][j] receives rank j's inputs[i] (shaped as the output when it holds as many)
             for i, outs in enumerate(output_lists):
                 for j, o in enumerate(outs):
-                    write(
-                        o,
-                        res[j][i].view_as(o) if res[j][i].numel() == o.numel() else res[j][i],
-                        GLOO_BUMPS["all_gather"],
-                    )
-            return output_lists
+                    r = res[j][i]
+                    write(o, r.view_as(o) if r.numel() == o.numel() else r, GLOO_BUMPS["all_gather"])
 
-        return self._meet(call, same, compute, finish)
+        return self._collective(
+            self._call_of("all_gather", [snap(t) for t in ins], ins), _inputs_to_all, finish, output_lists
+        )
 
     def allgather_coalesced(
         self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
     ) -> KbWork:
         n = self.size()
-        # torch's layout here: output_lists[rank][i] receives rank's inputs[i]
         ins = self._tensors(inputs, "all_gather_coalesced's input")
-        call = self._call(
-            "all_gather_coalesced",
-            [snap(t) for t in ins],
-            dtype=dtype_name(ins[0]),
-            shapes=tuple(tuple(t.shape) for t in ins),
-            numel=sum(t.numel() for t in ins),
-            nbytes=sum(t.numel() * t.element_size() for t in ins),
-        )
         if len(output_lists) != n:
             raise ValueError(f"kbthreads.torch: all_gather_coalesced needs {n} output lists")
 
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            return {g: [c.inputs for c in calls] for g in range(len(calls))}
+        def finish(res: list[list[torch.Tensor]]) -> None:
+            # torch's layout here: output_lists[rank][i] receives rank's inputs[i]
+            for outs, got in zip(output_lists, res):
+                write_all(outs, got, GLOO_BUMPS["all_gather_coalesced"])
 
-        def finish(res: list[list[torch.Tensor]]) -> Any:
-            for j, outs in enumerate(output_lists):
-                for i, o in enumerate(outs):
-                    write(o, res[j][i], GLOO_BUMPS["all_gather_coalesced"])
-            return output_lists
-
-        return self._meet(call, same, compute, finish)
+        return self._collective(
+            self._call_of("all_gather_coalesced", [snap(t) for t in ins], ins), _inputs_to_all, finish, output_lists
+        )
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> KbWork:
         check_tensor(output, "all_gather_into_tensor's output")
@@ -122,24 +112,12 @@ class Gathers(GroupMember):
             )
         if output.dtype != input.dtype:
             raise ValueError("kbthreads.torch: all_gather_into_tensor: output and input dtypes differ")
-        call = self._call(
-            "all_gather_into_tensor",
-            live(input),
-            dtype=dtype_name(input),
-            shapes=(tuple(input.shape),),
-            numel=input.numel(),
-            nbytes=input.numel() * input.element_size(),
+        return self._collective(
+            self._call_of("all_gather_into_tensor", live(input), [input]),
+            lambda calls: to_all(calls, torch.cat([c.inputs.reshape(-1) for c in calls])),
+            lambda flat: write(output, flat.view(output.shape), GLOO_BUMPS["all_gather_into_tensor"]),
+            output,
         )
-
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            flat = torch.cat([c.inputs.reshape(-1) for c in calls])
-            return {g: flat for g in range(len(calls))}
-
-        def finish(flat: torch.Tensor) -> torch.Tensor:
-            write(output, flat.view(output.shape), GLOO_BUMPS["all_gather_into_tensor"])
-            return output
-
-        return self._meet(call, same, compute, finish)
 
     all_gather_single = _allgather_base
 
@@ -156,62 +134,38 @@ class Gathers(GroupMember):
         self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
     ) -> KbWork:
         ins = self._tensors(inputs, "gather's input")
-        root = opts.rootRank if opts is not None else 0
+        root = self._root(opts)
         n = self.size()
         if self._grank == root:
             if len(output_lists) != 1 or len(output_lists[0]) != n:
                 raise ValueError(f"kbthreads.torch: gather's root needs a list of {n} output tensors")
             self._tensors(output_lists[0], "gather's output")
-        call = self._call(
-            "gather",
-            [snap(t) for t in ins],
-            dtype=dtype_name(ins[0]),
-            shapes=tuple(tuple(t.shape) for t in ins),
-            numel=sum(t.numel() for t in ins),
-            nbytes=sum(t.numel() * t.element_size() for t in ins),
-            root=root,
+        return self._collective(
+            self._call_of("gather", [snap(t) for t in ins], ins, root=root),
+            lambda calls: to_root(calls, root, [c.inputs[0] for c in calls]),
+            lambda res: None if res is None else write_all(output_lists[0], res, GLOO_BUMPS["gather"]),
+            output_lists,
         )
-
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            return {g: ([c.inputs[0] for c in calls] if g == root else None) for g in range(len(calls))}
-
-        def finish(res: list[torch.Tensor] | None) -> Any:
-            if res is not None:
-                for o, r in zip(output_lists[0], res):
-                    write(o, r, GLOO_BUMPS["gather"])
-            return output_lists
-
-        return self._meet(call, same, compute, finish)
 
     def scatter(  # type: ignore[override]
         self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any = None
     ) -> KbWork:
         outs = self._tensors(outputs, "scatter's output")
-        root = opts.rootRank if opts is not None else 0
+        root = self._root(opts)
         n = self.size()
         me = self._grank == root
+        ins: list[torch.Tensor] = []
         if me:
             if len(input_lists) != 1 or len(input_lists[0]) != n:
                 raise ValueError(f"kbthreads.torch: scatter's root needs a list of {n} input tensors")
             ins = self._tensors(input_lists[0], "scatter's input")
-        call = self._call(
-            "scatter",
-            [snap(t) for t in ins] if me else None,
-            dtype=dtype_name(outs[0]),
-            shapes=tuple(tuple(t.shape) for t in outs),
-            numel=sum(t.numel() for t in ins) if me else 0,
-            nbytes=sum(t.numel() * t.element_size() for t in ins) if me else 0,
-            root=root,
+        # the members compare their outputs; the root sends its inputs
+        return self._collective(
+            self._call_of("scatter", [snap(t) for t in ins] if me else None, outs, ins, root=root),
+            lambda calls: dict(enumerate(calls[root].inputs)),
+            lambda r: write(outs[0], r),
+            outs,
         )
-
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            return {g: calls[root].inputs[g] for g in range(len(calls))}
-
-        def finish(r: torch.Tensor) -> Any:
-            write(outs[0], r)
-            return outs
-
-        return self._meet(call, same, compute, finish)
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> KbWork:
         n = self.size()
@@ -219,35 +173,21 @@ class Gathers(GroupMember):
             raise ValueError(f"kbthreads.torch: all_to_all needs {n} input and {n} output tensors")
         outs = self._tensors(outputs, "all_to_all's output")
         ins = self._tensors(inputs, "all_to_all's input")
-        call = self._call(
-            "all_to_all",
-            [snap(t) for t in ins],
-            dtype=dtype_name(ins[0]),
-            shapes=(),
-            numel=sum(t.numel() for t in ins),
-            nbytes=sum(t.numel() * t.element_size() for t in ins),
-            extra=[tuple(t.shape) for t in outs],
+
+        def wrong(ci: Call, cj: Call, i: int, j: int) -> str:
+            return (
+                f"rank {self._info.ranks[j]} sends {list(cj.inputs[i].shape)} to rank "
+                f"{self._info.ranks[i]}, which expects {list(ci.extra[j])}"
+            )
+
+        # the shapes each member expects from each are its extra: the check is _pieces_agree's
+        return self._collective(
+            self._call_of("all_to_all", [snap(t) for t in ins], ins, shapes=(), extra=[tuple(t.shape) for t in outs]),
+            _pieces_to_each,
+            lambda res: write_all(outs, res, GLOO_BUMPS["all_to_all"]),
+            outs,
+            lambda calls: same(calls, _pieces_agree(wrong)),
         )
-
-        def sizes_agree(calls: Sequence[Call]) -> str | None:
-            for i, ci in enumerate(calls):
-                for j, cj in enumerate(calls):
-                    if tuple(cj.inputs[i].shape) != ci.extra[j]:
-                        return (
-                            f"rank {self._info.ranks[j]} sends {list(cj.inputs[i].shape)} to rank "
-                            f"{self._info.ranks[i]}, which expects {list(ci.extra[j])}"
-                        )
-            return None
-
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            return {i: [calls[j].inputs[i] for j in range(n)] for i in range(n)}
-
-        def finish(res: list[torch.Tensor]) -> Any:
-            for o, r in zip(outs, res):
-                write(o, r, GLOO_BUMPS["all_to_all"])
-            return outs
-
-        return self._meet(call, lambda cs: same(cs, sizes_agree), compute, finish)
 
     def alltoall_base(
         self,
@@ -277,35 +217,24 @@ class Gathers(GroupMember):
                 )
         pieces = _ops.chunks(snap(input), input_split_sizes, n)
         want = [tuple(p.shape) for p in _ops.chunks(output, output_split_sizes, n)]
-        call = self._call(
-            "all_to_all_single",
-            pieces,
-            dtype=dtype_name(input),
-            shapes=(tuple(input.shape[1:]),),
-            numel=input.numel(),
-            nbytes=input.numel() * input.element_size(),
-            extra=want,
+
+        def rows(shape: Sequence[int]) -> int:
+            return shape[0] if shape else 1
+
+        def wrong(ci: Call, cj: Call, i: int, j: int) -> str:
+            return (
+                f"rank {self._info.ranks[j]} sends {rows(cj.inputs[i].shape)} rows to rank "
+                f"{self._info.ranks[i]}, which expects {rows(ci.extra[j])}"
+            )
+
+        # the members compare their rows' shape; the pieces each expects from each are its extra
+        return self._collective(
+            self._call_of("all_to_all_single", pieces, [input], shapes=(tuple(input.shape[1:]),), extra=want),
+            _pieces_to_each,
+            lambda res: write(output, torch.cat([r.reshape(-1) for r in res]).view(output.shape)),
+            output,
+            lambda calls: same(calls, _pieces_agree(wrong)),
         )
-
-        def sizes_agree(calls: Sequence[Call]) -> str | None:
-            for i, ci in enumerate(calls):
-                for j, cj in enumerate(calls):
-                    if tuple(cj.inputs[i].shape) != ci.extra[j]:
-                        return (
-                            f"rank {self._info.ranks[j]} sends {cj.inputs[i].shape[0] if cj.inputs[i].dim() else 1}"
-                            f" rows to rank {self._info.ranks[i]}, which expects "
-                            f"{ci.extra[j][0] if ci.extra[j] else 1}"
-                        )
-            return None
-
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            return {i: [calls[j].inputs[i] for j in range(n)] for i in range(n)}
-
-        def finish(res: list[torch.Tensor]) -> torch.Tensor:
-            write(output, torch.cat([r.reshape(-1) for r in res]).view(output.shape))
-            return output
-
-        return self._meet(call, lambda cs: same(cs, sizes_agree), compute, finish)
 
     # torch's all_to_all_single overloads name their parameters differently
     all_to_all_single = alltoall_base  # type: ignore[assignment]

@@ -23,11 +23,15 @@ import torch
 
 from ._gathers import Gathers
 from ._member import BACKEND as BACKEND  # (the backend's name, exported from here)
-from ._member import same
+from ._member import to_all
 from ._p2p import Mailbox
 from ._reductions import Reductions
-from ._tensors import dtype_name, snap
+from ._tensors import snap
 from ._work import KbWork, done_work
+
+
+def _nothing(part: Any) -> None:
+    """A barrier's finish: nothing to write."""
 
 
 class KbProcessGroup(Reductions, Gathers):
@@ -35,8 +39,7 @@ class KbProcessGroup(Reductions, Gathers):
     Gathers, on GroupMember's meeting), the barrier, and point to point."""
 
     def barrier(self, opts: Any = None) -> KbWork:
-        call = self._call("barrier", None, dtype=None, shapes=(), numel=0, nbytes=0)
-        return self._meet(call, same, lambda calls: {g: None for g in range(len(calls))}, lambda r: [])
+        return self._collective(self._call_of("barrier", None, []), lambda calls: to_all(calls, None), _nothing, [])
 
     # ---- point to point ---------------------------------------------------------------
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> KbWork:
@@ -45,14 +48,7 @@ class KbProcessGroup(Reductions, Gathers):
         (t,) = self._tensors(tensors, "send's tensor")
         if not 0 <= dst < self.size() or dst == self._grank:
             raise ValueError(f"kbthreads.torch: send: destination {dst} is not another rank of this group")
-        call = self._call(
-            "send",
-            snap(t),
-            dtype=dtype_name(t),
-            shapes=(tuple(t.shape),),
-            numel=t.numel(),
-            nbytes=t.numel() * t.element_size(),
-        )
+        call = self._call_of("send", snap(t), [t])
         self._mailbox().post(self._info, self._grank, dst, tag, call)
         return done_work([t])
 
@@ -71,15 +67,7 @@ class KbProcessGroup(Reductions, Gathers):
         (source, tag) channel in this rank."""
         seq = self._p2p_seq[(src, tag)]
         self._p2p_seq[(src, tag)] += 1
-        call = self._call(
-            "recv",
-            None,
-            dtype=dtype_name(t),
-            shapes=(tuple(t.shape),),
-            numel=t.numel(),
-            nbytes=t.numel() * t.element_size(),
-            root=src,
-        )
+        call = self._call_of("recv", None, [t], root=src)
         return self._mailbox().take(self._info, seq, self._global, src, self._grank, tag, t, call)
 
     def _mailbox(self) -> Mailbox:

@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from . import _compat, _ops
 from ._meeting import Call, GroupInfo, SpawnTable, call_site
-from ._tensors import check_tensor
+from ._tensors import check_tensor, dtype_name
 from ._work import KbWork
 
 if TYPE_CHECKING:
@@ -107,6 +107,54 @@ class GroupMember(dist.ProcessGroup):
         t = timing.arrive(self._global) if timing is not None else None
         return Call(kind, self._global, dtype, shapes, op, root, call_site(), numel, nbytes, inputs, extra, t)
 
+    def _call_of(
+        self,
+        kind: str,
+        inputs: Any,
+        compared: Sequence[torch.Tensor],
+        sent: Sequence[torch.Tensor] | None = None,
+        *,
+        shapes: tuple[Any, ...] | None = None,
+        op: str | None = None,
+        root: int | None = None,
+        extra: Any = None,
+    ) -> Call:
+        """A call described by its tensors, the one place that does it: the
+        members compare compared's dtype (its first tensor's) and shapes
+        (unless shapes says what to compare), and the engine prices what
+        this member contributes, sent (compared unless given)."""
+        priced = compared if sent is None else sent
+        return self._call(
+            kind,
+            inputs,
+            dtype=dtype_name(compared[0]) if compared else None,
+            shapes=tuple(tuple(t.shape) for t in compared) if shapes is None else shapes,
+            numel=sum(t.numel() for t in priced),
+            nbytes=sum(t.numel() * t.element_size() for t in priced),
+            op=op,
+            root=root,
+            extra=extra,
+        )
+
+    def _collective(
+        self,
+        call: Call,
+        compute: Callable[[list[Call]], dict[int, Any]],
+        finish: Callable[[Any], None],
+        result: Any,
+        check: Callable[[Sequence[Call]], str | None] = same,
+    ) -> KbWork:
+        """Meet with call; the last member to arrive computes every
+        member's part, and this member's Work, once the drain completed the
+        collective, writes its part into its outputs (finish) and gives
+        result."""
+
+        def done(part: Any) -> Any:
+            finish(part)
+            return result
+
+        return self._meet(call, check, compute, done)
+
     def _meet(
         self,
         call: Call,
@@ -150,9 +198,25 @@ class GroupMember(dist.ProcessGroup):
     def _tensors(self, ts: Sequence[Any], what: str) -> list[torch.Tensor]:
         return [check_tensor(t, what) for t in ts]
 
-    def _reduce_op(self, op: Any, dtype: torch.dtype) -> tuple[str, Any]:
-        name, factor = _ops.op_name(op)
+    def _reduce_op(self, opts: Any, dtype: torch.dtype) -> tuple[str, Any]:
+        """The reduce op opts names (SUM without opts) as (name, premul
+        factor), once checked against dtype."""
+        name, factor = _ops.op_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         why = _ops.check_reduce_op(name, dtype)
         if why:
             raise ValueError(f"kbthreads.torch: {why}")
         return name, factor
+
+    @staticmethod
+    def _root(opts: Any) -> int:
+        return int(opts.rootRank) if opts is not None else 0
+
+
+def to_all(calls: Sequence[Call], part: Any) -> dict[int, Any]:
+    """Every member's part: the same part."""
+    return {g: part for g in range(len(calls))}
+
+
+def to_root(calls: Sequence[Call], root: int, part: Any) -> dict[int, Any]:
+    """Every member's part: part for the root, None for the others."""
+    return {g: (part if g == root else None) for g in range(len(calls))}

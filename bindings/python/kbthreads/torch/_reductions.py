@@ -1,21 +1,27 @@
 # SPDX-License-Identifier: MIT
 """The reducing collectives of KbProcessGroup: all_reduce (and coalesced),
-reduce, reduce_scatter, reduce_scatter_tensor (and coalesced). Each
-records its call, and the last member to arrive reduces every member's
-inputs in group-rank order (``_ops.py``)."""
+reduce, reduce_scatter, reduce_scatter_tensor (and coalesced). Each is its
+checks, what the last member to arrive computes (every member's inputs
+reduced in group-rank order, ``_ops.py``) and how a member writes its part;
+the call and the meeting are GroupMember's (``_member.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from . import _ops
 from ._meeting import Call
-from ._member import GroupMember, chain, same
-from ._tensors import GLOO_BUMPS, check_tensor, dtype_name, live, write
+from ._member import GroupMember, chain, to_all, to_root
+from ._tensors import GLOO_BUMPS, check_tensor, live, write, write_all
 from ._work import KbWork
+
+
+def _reduce_each(calls: Sequence[Call], name: str, factor: Any) -> list[torch.Tensor]:
+    """The members' i-th inputs reduced, for each i (the inputs are lists)."""
+    return [_ops.reduce([c.inputs[i] for c in calls], name, factor) for i in range(len(calls[0].inputs))]
 
 
 # (the type: ignore[override]s: see GroupMember)
@@ -30,56 +36,24 @@ class Reductions(GroupMember):
 
     def _allreduce(self, tensors: list[torch.Tensor], opts: Any, bumps: int) -> KbWork:
         ts = self._tensors(tensors, "all_reduce's tensor")
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        name, factor = self._reduce_op(op, ts[0].dtype)
-        call = self._call(
-            "all_reduce",
-            [live(t) for t in ts],
-            dtype=dtype_name(ts[0]),
-            shapes=tuple(tuple(t.shape) for t in ts),
-            numel=sum(t.numel() for t in ts),
-            nbytes=sum(t.numel() * t.element_size() for t in ts),
-            op=name,
+        name, factor = self._reduce_op(opts, ts[0].dtype)
+        return self._collective(
+            self._call_of("all_reduce", [live(t) for t in ts], ts, op=name),
+            lambda calls: to_all(calls, _reduce_each(calls, name, factor)),
+            lambda res: write_all(ts, res, bumps),
+            ts,
         )
-
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            res = [_ops.reduce([c.inputs[i] for c in calls], name, factor) for i in range(len(ts))]
-            return {g: res for g in range(len(calls))}
-
-        def finish(res: list[torch.Tensor]) -> list[torch.Tensor]:
-            for t, r in zip(ts, res):
-                write(t, r, bumps)
-            return ts
-
-        return self._meet(call, same, compute, finish)
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:  # type: ignore[override]
         ts = self._tensors(tensors, "reduce's tensor")
-        root = opts.rootRank if opts is not None else 0
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        name, factor = self._reduce_op(op, ts[0].dtype)
-        call = self._call(
-            "reduce",
-            [live(t) for t in ts],
-            dtype=dtype_name(ts[0]),
-            shapes=tuple(tuple(t.shape) for t in ts),
-            numel=sum(t.numel() for t in ts),
-            nbytes=sum(t.numel() * t.element_size() for t in ts),
-            op=name,
-            root=root,
+        root = self._root(opts)
+        name, factor = self._reduce_op(opts, ts[0].dtype)
+        return self._collective(
+            self._call_of("reduce", [live(t) for t in ts], ts, op=name, root=root),
+            lambda calls: to_root(calls, root, _reduce_each(calls, name, factor)),
+            lambda res: None if res is None else write_all(ts, res),
+            ts,
         )
-
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            res = [_ops.reduce([c.inputs[i] for c in calls], name, factor) for i in range(len(ts))]
-            return {g: (res if g == root else None) for g in range(len(calls))}
-
-        def finish(res: list[torch.Tensor] | None) -> list[torch.Tensor]:
-            if res is not None:
-                for t, r in zip(ts, res):
-                    write(t, r)
-            return ts
-
-        return self._meet(call, same, compute, finish)
 
     def reduce_scatter(  # type: ignore[override]
         self, outputs: list[torch.Tensor], input_lists: list[list[torch.Tensor]], opts: Any = None
@@ -89,26 +63,13 @@ class Reductions(GroupMember):
         if len(input_lists) != 1 or len(input_lists[0]) != n:
             raise ValueError(f"kbthreads.torch: reduce_scatter needs a list of {n} input tensors")
         ins = self._tensors(input_lists[0], "reduce_scatter's input")
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        name, factor = self._reduce_op(op, ins[0].dtype)
-        call = self._call(
-            "reduce_scatter",
-            [live(t) for t in ins],
-            dtype=dtype_name(ins[0]),
-            shapes=tuple(tuple(t.shape) for t in ins),
-            numel=sum(t.numel() for t in ins),
-            nbytes=sum(t.numel() * t.element_size() for t in ins),
-            op=name,
+        name, factor = self._reduce_op(opts, ins[0].dtype)
+        return self._collective(
+            self._call_of("reduce_scatter", [live(t) for t in ins], ins, op=name),
+            lambda calls: dict(enumerate(_reduce_each(calls, name, factor))),
+            lambda r: write(outs[0], r, GLOO_BUMPS["reduce_scatter"]),
+            outs,
         )
-
-        def compute(calls: list[Call]) -> dict[int, Any]:
-            return {g: _ops.reduce([c.inputs[g] for c in calls], name, factor) for g in range(len(calls))}
-
-        def finish(r: torch.Tensor) -> Any:
-            write(outs[0], r, GLOO_BUMPS["reduce_scatter"])
-            return outs
-
-        return self._meet(call, same, compute, finish)
 
     def _reduce_scatter_base(self, outputTensor: torch.Tensor, inputTensor: torch.Tensor, opts: Any = None) -> KbWork:
         output, input = outputTensor, inputTensor  # (torch's names, which reduce_scatter_single shares)
@@ -120,27 +81,18 @@ class Reductions(GroupMember):
                 f"kbthreads.torch: reduce_scatter_tensor: input has {input.numel()} elements, "
                 f"needs {n} x {output.numel()}"
             )
-        op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
-        name, factor = self._reduce_op(op, input.dtype)
-        call = self._call(
-            "reduce_scatter_tensor",
-            live(input),
-            dtype=dtype_name(input),
-            shapes=(tuple(input.shape),),
-            numel=input.numel(),
-            nbytes=input.numel() * input.element_size(),
-            op=name,
-        )
+        name, factor = self._reduce_op(opts, input.dtype)
 
         def compute(calls: list[Call]) -> dict[int, Any]:
             parts = [c.inputs.reshape(-1).chunk(n) for c in calls]
             return {g: _ops.reduce([p[g] for p in parts], name, factor) for g in range(n)}
 
-        def finish(r: torch.Tensor) -> torch.Tensor:
-            write(output, r.view(output.shape), GLOO_BUMPS["reduce_scatter_tensor"])
-            return output
-
-        return self._meet(call, same, compute, finish)
+        return self._collective(
+            self._call_of("reduce_scatter_tensor", live(input), [input], op=name),
+            compute,
+            lambda r: write(output, r.view(output.shape), GLOO_BUMPS["reduce_scatter_tensor"]),
+            output,
+        )
 
     reduce_scatter_single = _reduce_scatter_base
 

@@ -6,7 +6,7 @@ copies a result refers to, and writing results into outputs as gloo does
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -51,6 +51,12 @@ def write(dst: torch.Tensor, src: torch.Tensor, bumps: int = 0) -> None:
     if _increment_version is not None:
         for _ in range(bumps):
             _increment_version(dst)
+
+
+def write_all(outputs: Sequence[torch.Tensor], parts: Sequence[torch.Tensor], bumps: int = 0) -> None:
+    """write each part into its output."""
+    for dst, src in zip(outputs, parts):
+        write(dst, src, bumps)
 
 
 # torch's public way to move a version counter (a PyTorch 2.x without it: the
