@@ -111,7 +111,7 @@ def _noop(rank):
     [
         ({"device_flops": 0}, ValueError, "device_flops must be a positive"),
         ({"device_flops": -1e12}, ValueError, "device_flops must be a positive"),
-        ({"compute": "wallclock"}, ValueError, "compute must be 'flops', 'cpu_time' or a function"),
+        ({"compute": "wallclock"}, ValueError, "compute must be 'flops', 'roofline', 'cpu_time' or a function"),
         ({"compute": "cpu_time", "cpu_factor": -1}, ValueError, "cpu_factor must be a number >= 0"),
         ({"join": False}, ValueError, "needs join=True"),
         ({"network": "fast"}, TypeError, "network must be a kbthreads.torch.Network"),

@@ -6,6 +6,7 @@ tracker that keeps the rank's counts to itself."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -111,10 +112,11 @@ def _decomposes(func: Any) -> bool:
         return key in func.py_kernels
 
 
-def start_counter() -> Any:
-    """A FlopCounterMode entered on the calling thread, with the fast path."""
+def start_counter(mode: Callable[[Any], Any] = Counting) -> Any:
+    """A FlopCounterMode entered on the calling thread, with the fast path
+    (mode(counter): Counting or a subclass of it)."""
     m = FlopCounterMode(display=False)
-    _compat.start_flop_counter(m, _GlobalOnly(), Counting)  # FlopCounterMode's entry, with the fast path
+    _compat.start_flop_counter(m, _GlobalOnly(), mode)  # FlopCounterMode's entry, with the fast path
     return m
 
 

@@ -27,52 +27,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 from . import _compat, _flops, _timeline
+from ._compute import ComputeModel
 from ._network import Network
 from ._timeline import Clock, Record, Span
-
-ComputeFn = Callable[[int, int, float], float]
 
 _Counting = _flops.Counting  # the counting mode, where tests/test_torch_simtime.py reads it
 
 
-def compute_model(device_flops: float | None, compute: Any, cpu_factor: float) -> tuple[str, ComputeFn]:
-    """(name, fn(rank, flops, cpu_seconds) -> simulated seconds)."""
-    if compute is None:
-        compute = "flops"
-    if callable(compute):
-        return "custom", compute
-    if compute == "flops":
-        if device_flops is None:
-            return "none", lambda r, f, c: 0.0
-        if (
-            isinstance(device_flops, bool)
-            or not isinstance(device_flops, (int, float))
-            or not device_flops > 0
-            or device_flops == float("inf")
-        ):
-            raise ValueError(
-                f"kbthreads.torch.spawn: device_flops must be a positive number of FLOP/s, not {device_flops!r}"
-            )
-        rate = float(device_flops)
-        return "flops", lambda r, f, c: f / rate
-    if compute == "cpu_time":
-        if isinstance(cpu_factor, bool) or not isinstance(cpu_factor, (int, float)) or not cpu_factor >= 0:
-            raise ValueError(f"kbthreads.torch.spawn: cpu_factor must be a number >= 0, not {cpu_factor!r}")
-        return "cpu_time", lambda r, f, c: c * cpu_factor
-    raise ValueError(
-        f"kbthreads.torch.spawn: compute must be 'flops', 'cpu_time' or a function "
-        f"(rank, flops, cpu_seconds) -> seconds, not {compute!r}"
-    )
-
-
 class Timing:
-    def __init__(self, network: Network, compute: tuple[str, ComputeFn], nprocs: int) -> None:
+    def __init__(self, network: Network, compute: ComputeModel, nprocs: int) -> None:
         self.network = network
-        self.compute_name, self.compute_fn = compute
+        self.model = compute
+        self.compute_name = compute.describe()
         self.clocks = [Clock(r) for r in range(nprocs)]
         self.records: dict[Any, Record] = {}
         self.order: list[Record] = []
@@ -82,8 +51,7 @@ class Timing:
     def begin_rank(self, rank: int) -> None:
         c = self.clocks[rank]
         c.cpu_seen = time.thread_time()
-        if self.compute_name in ("flops", "custom"):
-            c.counter = _flops.start_counter()
+        c.counter = self.model.start_counter()
 
     def end_rank(self, rank: int) -> None:
         c = self.clocks[rank]
@@ -103,12 +71,19 @@ class Timing:
             flops, c.flops_seen = total - c.flops_seen, total
         now = time.thread_time()
         cpu, c.cpu_seen = now - c.cpu_seen, now
-        s = float(self.compute_fn(c.rank, flops, cpu))
+        args: dict[str, Any] = {"flops": flops}
+        if self.model.fn is None:  # the roofline: its mode priced every op
+            mode = c.counter.mode
+            s, c.seconds_seen = mode.seconds - c.seconds_seen, mode.seconds
+            args["bytes"], c.moved_seen = mode.moved - c.moved_seen, mode.moved
+            c.moved += args["bytes"]
+        else:
+            s = float(self.model.fn(c.rank, flops, cpu))
         if not s >= 0:
             raise ValueError(f"kbthreads.torch: the compute model returned {s!r} seconds for rank {c.rank}")
         c.flops += flops
         if s > 0:
-            self.spans.append((c.rank, 0, "compute", c.t, c.t + s, {"flops": flops}))
+            self.spans.append((c.rank, 0, "compute", c.t, c.t + s, args))
             c.t += s
             c.compute += s
 
@@ -170,7 +145,9 @@ class Timing:
 
     # ---- the record ------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        return _timeline.summary(self.clocks, self.order, self.network, self.compute_name)
+        return _timeline.summary(
+            self.clocks, self.order, self.network, self.compute_name, self.model.name == "roofline"
+        )
 
     def trace(self) -> dict[str, Any]:
         return _timeline.trace(self.clocks, self.spans, self.order, self.network, self.compute_name)

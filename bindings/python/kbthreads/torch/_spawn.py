@@ -11,11 +11,12 @@ from typing import Any
 from .._context import Context
 from .._spawn import ProcessContext
 from . import _world
+from ._compute import compute_model
 from ._meeting import SpawnTable
 from ._network import Network
 from ._rank_launch import ArgvArg, EnvironArg
 from ._rank_process import Launch
-from ._simtime import NetworkEngine, SimRun, Timing, compute_model, rank_time
+from ._simtime import NetworkEngine, SimRun, Timing, rank_time
 from ._store import KbStore
 
 _spawn_ids = itertools.count(1)
@@ -82,6 +83,7 @@ def spawn(
     context: Context | None = None,
     network: Network | None = None,
     device_flops: float | None = None,
+    device_bandwidth: float | None = None,
     compute: Any = None,
     cpu_factor: float = 1.0,
     environ: EnvironArg = None,
@@ -101,6 +103,8 @@ def spawn(
     rank keeps a simulated clock; compute between collectives costs the
     FLOPs the rank executed (counted by its own FlopCounterMode) divided by
     ``device_flops`` (none given: compute is free), or, with
+    ``compute="roofline"``, each op ``max(flops / device_flops, bytes /
+    device_bandwidth)`` (bytes: its tensor arguments and results), or, with
     ``compute="cpu_time"``, the rank thread's CPU time times ``cpu_factor``,
     or ``compute(rank, flops, cpu_seconds) -> seconds``. The spawn then
     returns a SimRun (``summary()``, ``write_timeline(path)``,
@@ -142,9 +146,9 @@ def spawn(
             raise ValueError(
                 "kbthreads.torch.spawn: network=... prices the collectives itself: pass a context without an engine"
             )
-        timing = Timing(network, compute_model(device_flops, compute, cpu_factor), nprocs)
-    elif device_flops is not None or compute is not None:
-        raise ValueError("kbthreads.torch.spawn: device_flops and compute need network=...")
+        timing = Timing(network, compute_model(device_flops, compute, cpu_factor, device_bandwidth), nprocs)
+    elif device_flops is not None or compute is not None or device_bandwidth is not None:
+        raise ValueError("kbthreads.torch.spawn: device_flops, device_bandwidth and compute need network=...")
     launch = Launch(nprocs, environ, argv)  # environ and argv checked: TypeError / ValueError before anything
     ctx = context if context is not None else Context()
     table = SpawnTable(ctx, next(_spawn_ids), nprocs)

@@ -29,6 +29,9 @@ class Clock:
     exposed: float = 0.0
     idle: float = 0.0
     flops: int = 0
+    seconds_seen: float = 0.0  # the roofline's: its mode's seconds and bytes at the previous event
+    moved_seen: int = 0
+    moved: int = 0
     deferred: list[Any] = field(default_factory=list)  # handles waited at the end of this backward
     hooked_task: int = -1
 
@@ -43,8 +46,10 @@ class Record:
     end: float
 
 
-def summary(clocks: Sequence[Clock], order: Sequence[Record], network: Any, compute_name: str) -> dict[str, Any]:
-    ranks = {}
+def summary(
+    clocks: Sequence[Clock], order: Sequence[Record], network: Any, compute_name: str, roofline: bool = False
+) -> dict[str, Any]:
+    ranks: dict[int, dict[str, Any]] = {}
     for c in clocks:
         ranks[c.rank] = {
             "time": c.t,
@@ -55,6 +60,8 @@ def summary(clocks: Sequence[Clock], order: Sequence[Record], network: Any, comp
             "idle": c.idle,
             "flops": c.flops,
         }
+        if roofline:
+            ranks[c.rank]["bytes"] = c.moved
     kinds: dict[str, dict[str, Any]] = {}
     for rec in order:
         k = kinds.setdefault(rec.meta.kind, {"count": 0, "bytes": 0, "time": 0.0})
