@@ -58,6 +58,7 @@ from torch.distributed.tensor.parallel import (
 from torch.nn import Module
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])  # llama_model.py beside this file, however this one was found
+from llama_fake_gaps import FakeRunGaps  # noqa: E402
 from llama_model import LLAMA3_8B, Llama, LlamaConfig, cross_entropy  # noqa: E402
 
 import kbthreads.torch as kbt  # noqa: E402
@@ -176,20 +177,34 @@ def rank_main(rank: int, plan: Plan, out: dict[str, Any]) -> None:
     stage, dp_rank = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
     if plan.real:
         mode: Any = contextlib.nullcontext()
+        model = Llama(plan.model, plan.stage_layers(stage), seed=plan.seed, dtype=plan.dtype)
     else:
+        # A dry run, as torchtitan initialises a large model: built and made
+        # parallel on the meta device (shapes only), then given storage. Here
+        # the storage is fake: every tensor after this is a FakeTensor of this
+        # rank's own mode, and every op computes only its output's shape.
+        # (Made parallel outside the fake mode because FSDP2 over a TP mesh
+        # makes a DeviceMesh, whose setup reads real tensors.)
         from torch._subclasses.fake_tensor import FakeTensorMode  # a public class at a private path
 
-        mode = FakeTensorMode()
-    with mode:
-        model = Llama(plan.model, plan.stage_layers(stage), seed=plan.seed).to(plan.dtype)
-        if plan.tp > 1:
-            apply_tp(model, mesh["tp"])
-        if plan.dp > 1:
-            apply_fsdp(model, mesh["dp"], pipelined=plan.pp > 1)
+        mode = FakeTensorMode(allow_non_fake_inputs=True)  # the meta parameters go in
+        with torch.device("meta"):
+            model = Llama(plan.model, plan.stage_layers(stage), seed=plan.seed, dtype=plan.dtype)
+    if plan.tp > 1:
+        apply_tp(model, mesh["tp"])
+    if plan.dp > 1:
+        apply_fsdp(model, mesh["dp"], pipelined=plan.pp > 1)
+    groups = [mesh[d].get_group() for d in ("pp", "dp", "tp")]
+    with mode, (contextlib.nullcontext() if plan.real else FakeRunGaps(groups)):
+        if not plan.real:
+            model.to_empty(device="cpu")
         opt = make_optimizer(plan, model)
         schedule = None
         if plan.pp > 1:
-            pstage = PipelineStage(model, stage, plan.pp, torch.device("cpu"), group=mesh["pp"].get_group())
+            x, y = stage_io(plan, stage)  # the stage's shapes given, so the pipeline infers none at run time
+            pstage = PipelineStage(
+                model, stage, plan.pp, torch.device("cpu"), input_args=x, output_args=y, group=mesh["pp"].get_group()
+            )
             schedule = getattr(pp_schedules, plan.schedule)(
                 pstage, n_microbatches=plan.microbatches, loss_fn=cross_entropy
             )
@@ -208,6 +223,19 @@ def rank_main(rank: int, plan: Plan, out: dict[str, Any]) -> None:
     if losses:
         out.setdefault("losses", {})[rank] = (dp_rank, losses)
     dist.destroy_process_group()
+
+
+def stage_io(plan: Plan, stage: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Example tensors of one microbatch's input and output of ``stage``:
+    token ids into the first stage, logits out of the last, this rank's
+    slice of the sequence of hidden states between stages (sequence
+    parallelism splits it over the tp ranks). Activations require grad: a
+    gradient flows back across each stage boundary."""
+    mb, cfg = plan.microbatch, plan.model
+    hidden = torch.empty(mb, plan.seq // plan.tp, cfg.dim, dtype=plan.dtype, requires_grad=True)
+    x = torch.empty(mb, plan.seq, dtype=torch.long) if stage == 0 else hidden
+    y = torch.empty(mb, plan.seq, cfg.vocab, dtype=plan.dtype, requires_grad=True) if stage == plan.pp - 1 else hidden
+    return x, y
 
 
 def run_step(
@@ -238,7 +266,7 @@ def unsplit_losses(plan: Plan) -> list[float]:
     mean loss must equal at each step. The schedule and FSDP average the
     microbatches' and shares' gradients, equal in size, so the mean over
     them is this batch's mean."""
-    model = Llama(plan.model, seed=plan.seed).to(plan.dtype)
+    model = Llama(plan.model, seed=plan.seed, dtype=plan.dtype)
     opt = make_optimizer(plan, model)
     losses = []
     for step in range(plan.steps):

@@ -64,21 +64,22 @@ def rotary_tables(cfg: LlamaConfig, seq: int) -> tuple[torch.Tensor, torch.Tenso
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary position embedding of x (batch, seq, heads, head_dim): the two
-    halves of each head are rotated as the real and imaginary parts."""
+    halves of each head are rotated as the real and imaginary parts, in
+    float32, the result in x's dtype."""
     half = x.shape[-1] // 2
     a, b = x[..., :half], x[..., half:]
     c, s = cos[: x.shape[1]].view(1, x.shape[1], 1, half), sin[: x.shape[1]].view(1, x.shape[1], 1, half)
-    return torch.cat((a * c - b * s, a * s + b * c), dim=-1)
+    return torch.cat((a * c - b * s, a * s + b * c), dim=-1).to(x.dtype)  # the tables are float32
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: LlamaConfig) -> None:
+    def __init__(self, cfg: LlamaConfig, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.head_dim = cfg.head_dim
-        self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False)
-        self.wk = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.wv = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
+        self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False, dtype=dtype)
+        self.wk = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False, dtype=dtype)
+        self.wv = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False, dtype=dtype)
+        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False, dtype=dtype)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
@@ -93,23 +94,23 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, cfg: LlamaConfig) -> None:
+    def __init__(self, cfg: LlamaConfig, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.w1 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
-        self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
-        self.w3 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
+        self.w1 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False, dtype=dtype)
+        self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False, dtype=dtype)
+        self.w3 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w2(F.silu(self.w1(x)) * self.w3(x))  # SwiGLU
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: LlamaConfig) -> None:
+    def __init__(self, cfg: LlamaConfig, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.attention_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
-        self.attention = Attention(cfg)
-        self.ffn_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
-        self.feed_forward = FeedForward(cfg)
+        self.attention_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps, dtype=dtype)
+        self.attention = Attention(cfg, dtype)
+        self.ffn_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps, dtype=dtype)
+        self.feed_forward = FeedForward(cfg, dtype)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         h = x + self.attention(self.attention_norm(x), cos, sin)
@@ -121,9 +122,13 @@ class Llama(nn.Module):
     all) are the global indices of the blocks held; the embedding comes with
     layer 0's stage, the final norm and the head with the last layer's.
     forward takes token ids (first stage) or the previous stage's hidden
-    state, and returns logits (last stage) or the hidden state."""
+    state, and returns logits (last stage) or the hidden state. ``dtype``:
+    the parameters' (default torch's default dtype); made in it, not
+    converted after, so that it works as well under a fake tensor mode."""
 
-    def __init__(self, cfg: LlamaConfig, layers: Iterable[int] | None = None, *, seed: int = 0) -> None:
+    def __init__(
+        self, cfg: LlamaConfig, layers: Iterable[int] | None = None, *, seed: int = 0, dtype: torch.dtype | None = None
+    ) -> None:
         super().__init__()
         cfg.check()
         held = list(range(cfg.n_layers)) if layers is None else list(layers)
@@ -133,14 +138,14 @@ class Llama(nn.Module):
         first, last = held[0] == 0, held[-1] == cfg.n_layers - 1
         # Each piece from a seed of its own: a stage's weights are the unsplit model's.
         torch.manual_seed(seed * 100003)
-        self.tok_embeddings = nn.Embedding(cfg.vocab, cfg.dim) if first else None
+        self.tok_embeddings = nn.Embedding(cfg.vocab, cfg.dim, dtype=dtype) if first else None
         self.layers = nn.ModuleDict()
         for i in held:
             torch.manual_seed(seed * 100003 + 1 + i)
-            self.layers[str(i)] = Block(cfg)
+            self.layers[str(i)] = Block(cfg, dtype)
         torch.manual_seed(seed * 100003 + 1 + cfg.n_layers)
-        self.norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps) if last else None
-        self.output = nn.Linear(cfg.dim, cfg.vocab, bias=False) if last else None
+        self.norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps, dtype=dtype) if last else None
+        self.output = nn.Linear(cfg.dim, cfg.vocab, bias=False, dtype=dtype) if last else None
         cos, sin = rotary_tables(cfg, cfg.max_seq)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)

@@ -93,3 +93,21 @@ def test_a_layout_the_model_cannot_take_is_refused_with_a_message() -> None:
     )
     assert r.returncode == 2
     assert "--tp 4 must divide the KV heads (2)" in r.stderr
+
+
+def test_a_fake_run_sees_the_real_runs_collectives_and_flops(example: Any) -> None:
+    """The dry run on fake tensors communicates what the real run does:
+    every collective (tensor parallelism's included, which reach the group
+    only through the example's workaround) with the same counts and bytes,
+    and every rank executes the same FLOPs."""
+    shape = [a for a in TINY if a != "--real"]
+    plan_r, args_r = example.parse([*shape, "--real", "--dp", "2", "--tp", "2", "--pp", "2"])
+    plan_f, args_f = example.parse([*shape, "--dtype", "float32", "--dp", "2", "--tp", "2", "--pp", "2"])
+    assert not plan_f.real
+    real, fake = example.run(plan_r, args_r)[1].summary(), example.run(plan_f, args_f)[1].summary()
+    assert {k: (v["count"], v["bytes"]) for k, v in fake["collectives"].items()} == {
+        k: (v["count"], v["bytes"]) for k, v in real["collectives"].items()
+    }
+    assert {"all_gather_into_tensor", "reduce_scatter_tensor", "send"} <= set(real["collectives"])
+    assert [v["flops"] for v in fake["ranks"].values()] == [v["flops"] for v in real["ranks"].values()]
+    assert all(v["flops"] > 0 for v in fake["ranks"].values())
