@@ -145,13 +145,14 @@ def test_a_rank_raising_cancels_the_ranks_waiting_in_collectives_in_rank_order()
          "rank and world size come from the spawn"),
         (lambda r: dist.init_process_group("gloo", world_size=5), ValueError, "rank and world size come from the spawn"),
         (lambda r: dist.init_process_group("nccl"), ValueError, "CUDA collectives (nccl) are not simulated"),
-        (lambda r: [dist.init_process_group("gloo"), dist.all_reduce(torch.ones(1, device="meta"))], ValueError,
-         "serves CPU tensors only"),
+        (lambda r: [dist.init_process_group("gloo"),
+                    dist.all_gather_into_tensor(torch.empty(2), torch.ones(1, device="meta"))], ValueError,
+         "all_gather_into_tensor mixes real and meta tensors in one call"),
         (lambda r: [dist.init_process_group("gloo"), dist.all_reduce(torch.ones(1), op=dist.ReduceOp.BAND)],
          ValueError, "BAND needs an integer or bool dtype"),
         (lambda r: [dist.init_process_group("gloo"), dist.broadcast(torch.ones(1), src=7)], ValueError, ""),
     ],
-    ids=["before-init", "second-init", "wrong-rank", "wrong-world-size", "nccl", "non-cpu-tensor", "band-float",
+    ids=["before-init", "second-init", "wrong-rank", "wrong-world-size", "nccl", "real-and-meta-tensors", "band-float",
          "root-out-of-range"],
 )
 def test_bad_setup_is_a_clear_error(body, error, text):

@@ -15,7 +15,7 @@ import torch
 from . import _ops
 from ._meeting import Call
 from ._member import GroupMember, chain, same, to_all, to_root
-from ._tensors import GLOO_BUMPS, check_tensor, live, snap, write, write_all
+from ._tensors import check_tensor, live, snap, write, write_all
 from ._work import KbWork
 
 
@@ -55,7 +55,7 @@ class Gathers(GroupMember):
         root = self._root(opts)
         me = self._grank == root
         return self._collective(
-            self._call_of("broadcast", [snap(t) for t in ts] if me else None, ts, ts if me else [], root=root),
+            self._call_of("broadcast", lambda: [snap(t) for t in ts] if me else None, ts, ts if me else [], root=root),
             lambda calls: to_all(calls, calls[root].inputs),
             lambda res: None if me else write_all(ts, res),
             ts,
@@ -78,10 +78,15 @@ class Gathers(GroupMember):
             for i, outs in enumerate(output_lists):
                 for j, o in enumerate(outs):
                     r = res[j][i]
-                    write(o, r.view_as(o) if r.numel() == o.numel() else r, GLOO_BUMPS["all_gather"])
+                    write(o, r.view_as(o) if r.numel() == o.numel() else r)
 
+        written = [o for row in output_lists for o in row]
         return self._collective(
-            self._call_of("all_gather", [snap(t) for t in ins], ins), _inputs_to_all, finish, output_lists
+            self._call_of("all_gather", lambda: [snap(t) for t in ins], ins, outputs=written),
+            _inputs_to_all,
+            finish,
+            output_lists,
+            bumped=written,
         )
 
     def allgather_coalesced(
@@ -95,10 +100,15 @@ class Gathers(GroupMember):
         def finish(res: list[list[torch.Tensor]]) -> None:
             # torch's layout here: output_lists[rank][i] receives rank's inputs[i]
             for outs, got in zip(output_lists, res):
-                write_all(outs, got, GLOO_BUMPS["all_gather_coalesced"])
+                write_all(outs, got)
 
+        written = [o for row in output_lists for o in row]
         return self._collective(
-            self._call_of("all_gather_coalesced", [snap(t) for t in ins], ins), _inputs_to_all, finish, output_lists
+            self._call_of("all_gather_coalesced", lambda: [snap(t) for t in ins], ins, outputs=written),
+            _inputs_to_all,
+            finish,
+            output_lists,
+            bumped=written,
         )
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> KbWork:
@@ -113,10 +123,11 @@ class Gathers(GroupMember):
         if output.dtype != input.dtype:
             raise ValueError("kbthreads.torch: all_gather_into_tensor: output and input dtypes differ")
         return self._collective(
-            self._call_of("all_gather_into_tensor", live(input), [input]),
+            self._call_of("all_gather_into_tensor", lambda: live(input), [input], outputs=[output]),
             lambda calls: to_all(calls, torch.cat([c.inputs.reshape(-1) for c in calls])),
-            lambda flat: write(output, flat.view(output.shape), GLOO_BUMPS["all_gather_into_tensor"]),
+            lambda flat: write(output, flat.view(output.shape)),
             output,
+            bumped=[output],
         )
 
     all_gather_single = _allgather_base
@@ -136,15 +147,17 @@ class Gathers(GroupMember):
         ins = self._tensors(inputs, "gather's input")
         root = self._root(opts)
         n = self.size()
+        written: list[torch.Tensor] = []  # the root's outputs
         if self._grank == root:
             if len(output_lists) != 1 or len(output_lists[0]) != n:
                 raise ValueError(f"kbthreads.torch: gather's root needs a list of {n} output tensors")
-            self._tensors(output_lists[0], "gather's output")
+            written = self._tensors(output_lists[0], "gather's output")
         return self._collective(
-            self._call_of("gather", [snap(t) for t in ins], ins, root=root),
+            self._call_of("gather", lambda: [snap(t) for t in ins], ins, outputs=written, root=root),
             lambda calls: to_root(calls, root, [c.inputs[0] for c in calls]),
-            lambda res: None if res is None else write_all(output_lists[0], res, GLOO_BUMPS["gather"]),
+            lambda res: None if res is None else write_all(written, res),
             output_lists,
+            bumped=written,
         )
 
     def scatter(  # type: ignore[override]
@@ -161,7 +174,7 @@ class Gathers(GroupMember):
             ins = self._tensors(input_lists[0], "scatter's input")
         # the members compare their outputs; the root sends its inputs
         return self._collective(
-            self._call_of("scatter", [snap(t) for t in ins] if me else None, outs, ins, root=root),
+            self._call_of("scatter", lambda: [snap(t) for t in ins] if me else None, outs, ins, root=root),
             lambda calls: dict(enumerate(calls[root].inputs)),
             lambda r: write(outs[0], r),
             outs,
@@ -182,11 +195,19 @@ class Gathers(GroupMember):
 
         # the shapes each member expects from each are its extra: the check is _pieces_agree's
         return self._collective(
-            self._call_of("all_to_all", [snap(t) for t in ins], ins, shapes=(), extra=[tuple(t.shape) for t in outs]),
+            self._call_of(
+                "all_to_all",
+                lambda: [snap(t) for t in ins],
+                ins,
+                outputs=outs,
+                shapes=(),
+                extra=[tuple(t.shape) for t in outs],
+            ),
             _pieces_to_each,
-            lambda res: write_all(outs, res, GLOO_BUMPS["all_to_all"]),
+            lambda res: write_all(outs, res),
             outs,
-            lambda calls: same(calls, _pieces_agree(wrong)),
+            bumped=outs,
+            check=lambda calls: same(calls, _pieces_agree(wrong)),
         )
 
     def alltoall_base(
@@ -215,8 +236,7 @@ class Gathers(GroupMember):
                 raise ValueError(
                     f"kbthreads.torch: all_to_all_single: the {what}'s {t.shape[0]} rows do not divide among {n} ranks"
                 )
-        pieces = _ops.chunks(snap(input), input_split_sizes, n)
-        want = [tuple(p.shape) for p in _ops.chunks(output, output_split_sizes, n)]
+        want = _ops.chunk_shapes(tuple(output.shape), output_split_sizes, n)
 
         def rows(shape: Sequence[int]) -> int:
             return shape[0] if shape else 1
@@ -229,11 +249,18 @@ class Gathers(GroupMember):
 
         # the members compare their rows' shape; the pieces each expects from each are its extra
         return self._collective(
-            self._call_of("all_to_all_single", pieces, [input], shapes=(tuple(input.shape[1:]),), extra=want),
+            self._call_of(
+                "all_to_all_single",
+                lambda: _ops.chunks(snap(input), input_split_sizes, n),
+                [input],
+                outputs=[output],
+                shapes=(tuple(input.shape[1:]),),
+                extra=want,
+            ),
             _pieces_to_each,
             lambda res: write(output, torch.cat([r.reshape(-1) for r in res]).view(output.shape)),
             output,
-            lambda calls: same(calls, _pieces_agree(wrong)),
+            check=lambda calls: same(calls, _pieces_agree(wrong)),
         )
 
     # torch's all_to_all_single overloads name their parameters differently

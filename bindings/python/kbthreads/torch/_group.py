@@ -39,7 +39,9 @@ class KbProcessGroup(Reductions, Gathers):
     Gathers, on GroupMember's meeting), the barrier, and point to point."""
 
     def barrier(self, opts: Any = None) -> KbWork:
-        return self._collective(self._call_of("barrier", None, []), lambda calls: to_all(calls, None), _nothing, [])
+        return self._collective(
+            self._call_of("barrier", lambda: None, []), lambda calls: to_all(calls, None), _nothing, []
+        )
 
     # ---- point to point ---------------------------------------------------------------
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> KbWork:
@@ -48,7 +50,7 @@ class KbProcessGroup(Reductions, Gathers):
         (t,) = self._tensors(tensors, "send's tensor")
         if not 0 <= dst < self.size() or dst == self._grank:
             raise ValueError(f"kbthreads.torch: send: destination {dst} is not another rank of this group")
-        call = self._call_of("send", snap(t), [t])
+        call = self._call_of("send", lambda: snap(t), [t])
         self._mailbox().post(self._info, self._grank, dst, tag, call)
         return done_work([t])
 
@@ -67,7 +69,7 @@ class KbProcessGroup(Reductions, Gathers):
         (source, tag) channel in this rank."""
         seq = self._p2p_seq[(src, tag)]
         self._p2p_seq[(src, tag)] += 1
-        call = self._call_of("recv", None, [t], root=src)
+        call = self._call_of("recv", lambda: None, [t], root=src)
         return self._mailbox().take(self._info, seq, self._global, src, self._grank, tag, t, call)
 
     def _mailbox(self) -> Mailbox:

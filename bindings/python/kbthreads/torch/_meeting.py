@@ -74,9 +74,10 @@ class Call:
     inputs: Any  # what the rank brought: copies, or the tensors a reduction reads at the last arrival
     extra: Any = None  # per-kind data that need not match (split sizes)
     t: float | None = None  # simulated arrival time (a timed spawn)
+    data: str = "real"  # what its tensors hold: "real" values, or none ("meta", "fake"); never mixed
 
     def describe(self) -> str:
-        parts = [self.dtype] if self.dtype else []
+        parts = [self.dtype if self.data == "real" else f"{self.data} {self.dtype}"] if self.dtype else []
         if self.shapes:
             parts.append(" ".join(_shape(s) for s in self.shapes))
         if self.op:

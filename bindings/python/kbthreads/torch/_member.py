@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from . import _compat, _ops
 from ._meeting import Call, GroupInfo, SpawnTable, call_site
-from ._tensors import check_tensor, dtype_name
+from ._tensors import GLOO_BUMPS, bump, call_data, check_tensor, dtype_name
 from ._work import KbWork
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ def same(calls: Sequence[Call], extra_check: Callable[[Sequence[Call]], str | No
     first = calls[0]
     fields: tuple[tuple[str, Callable[[Call], object]], ...] = (
         ("kind", lambda c: c.kind),
+        ("fake, meta or real tensors", lambda c: c.data),
         ("dtype", lambda c: c.dtype),
         ("shape", lambda c: c.shapes),
         ("reduce op", lambda c: c.op),
@@ -102,18 +103,20 @@ class GroupMember(dist.ProcessGroup):
         op: str | None = None,
         root: int | None = None,
         extra: Any = None,
+        data: str = "real",
     ) -> Call:
         timing = self._table.timing
         t = timing.arrive(self._global) if timing is not None else None
-        return Call(kind, self._global, dtype, shapes, op, root, call_site(), numel, nbytes, inputs, extra, t)
+        return Call(kind, self._global, dtype, shapes, op, root, call_site(), numel, nbytes, inputs, extra, t, data)
 
     def _call_of(
         self,
         kind: str,
-        inputs: Any,
+        inputs: Callable[[], Any],
         compared: Sequence[torch.Tensor],
         sent: Sequence[torch.Tensor] | None = None,
         *,
+        outputs: Sequence[torch.Tensor] = (),
         shapes: tuple[Any, ...] | None = None,
         op: str | None = None,
         root: int | None = None,
@@ -122,11 +125,17 @@ class GroupMember(dist.ProcessGroup):
         """A call described by its tensors, the one place that does it: the
         members compare compared's dtype (its first tensor's) and shapes
         (unless shapes says what to compare), and the engine prices what
-        this member contributes, sent (compared unless given)."""
+        this member contributes, sent (compared unless given), by its size
+        (real or abstract alike). Every tensor of the call (outputs too)
+        holds real values, or every one is abstract (``call_data``), which
+        is checked before inputs() makes what the call brings (copies, or
+        the tensors a reduction reads): a FakeTensorMode refuses an op on a
+        real tensor."""
         priced = compared if sent is None else sent
+        data = call_data(kind, [*compared, *priced, *outputs])
         return self._call(
             kind,
-            inputs,
+            inputs(),
             dtype=dtype_name(compared[0]) if compared else None,
             shapes=tuple(tuple(t.shape) for t in compared) if shapes is None else shapes,
             numel=sum(t.numel() for t in priced),
@@ -134,6 +143,7 @@ class GroupMember(dist.ProcessGroup):
             op=op,
             root=root,
             extra=extra,
+            data=data,
         )
 
     def _collective(
@@ -142,18 +152,34 @@ class GroupMember(dist.ProcessGroup):
         compute: Callable[[list[Call]], dict[int, Any]],
         finish: Callable[[Any], None],
         result: Any,
+        *,
+        bumped: Sequence[torch.Tensor] = (),
+        gloo_kind: str | None = None,
         check: Callable[[Sequence[Call]], str | None] = same,
     ) -> KbWork:
         """Meet with call; the last member to arrive computes every
         member's part, and this member's Work, once the drain completed the
-        collective, writes its part into its outputs (finish) and gives
-        result."""
+        collective, writes its part into its outputs (finish), moves the
+        version counters of the outputs bumped as gloo does (GLOO_BUMPS of
+        gloo_kind, the call's kind unless given) and gives result.
+
+        A call of abstract tensors (meta or fake; the check makes every
+        member's the same) computes and writes nothing: its outputs exist
+        already, each in its own rank's mode or on meta, with the shapes
+        the check compared; only the version counters move, as for real."""
+        bumps = GLOO_BUMPS.get(gloo_kind or call.kind, 0)
+        real = call.data == "real"
+
+        def computed(calls: list[Call]) -> dict[int, Any]:
+            return compute(calls) if real else to_all(calls, None)
 
         def done(part: Any) -> Any:
-            finish(part)
+            if real:
+                finish(part)
+            bump(bumped, bumps)
             return result
 
-        return self._meet(call, check, compute, done)
+        return self._meet(call, check, computed, done)
 
     def _meet(
         self,

@@ -68,6 +68,15 @@ def reduce(xs: Sequence[torch.Tensor], name: str, factor: Any) -> torch.Tensor:
     return acc
 
 
+def chunk_shapes(shape: tuple[int, ...], sizes: Sequence[int] | None, n: int) -> list[tuple[int, ...]]:
+    """The shapes of chunks(t, sizes, n) for a t of shape whose rows, when
+    sizes is None or empty, divide by n (all_to_all_single checked it)."""
+    if not shape:
+        return [shape] * n
+    rows = list(sizes) if sizes else [shape[0] // n] * n
+    return [(r, *shape[1:]) for r in rows]
+
+
 def chunks(t: torch.Tensor, sizes: Sequence[int] | None, n: int) -> list[torch.Tensor]:
     """t split along dim 0 into sizes (equal parts when None or empty)."""
     if not sizes:

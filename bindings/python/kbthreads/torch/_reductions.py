@@ -15,7 +15,7 @@ import torch
 from . import _ops
 from ._meeting import Call
 from ._member import GroupMember, chain, to_all, to_root
-from ._tensors import GLOO_BUMPS, check_tensor, live, write, write_all
+from ._tensors import check_tensor, live, write, write_all
 from ._work import KbWork
 
 
@@ -29,19 +29,21 @@ class Reductions(GroupMember):
     """KbProcessGroup's reducing collectives."""
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:  # type: ignore[override]
-        return self._allreduce(tensors, opts, 0)
+        return self._allreduce(tensors, opts, "all_reduce")
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:
-        return self._allreduce(tensors, opts, GLOO_BUMPS["all_reduce_coalesced"])
+        return self._allreduce(tensors, opts, "all_reduce_coalesced")
 
-    def _allreduce(self, tensors: list[torch.Tensor], opts: Any, bumps: int) -> KbWork:
+    def _allreduce(self, tensors: list[torch.Tensor], opts: Any, gloo_kind: str) -> KbWork:
         ts = self._tensors(tensors, "all_reduce's tensor")
         name, factor = self._reduce_op(opts, ts[0].dtype)
         return self._collective(
-            self._call_of("all_reduce", [live(t) for t in ts], ts, op=name),
+            self._call_of("all_reduce", lambda: [live(t) for t in ts], ts, op=name),
             lambda calls: to_all(calls, _reduce_each(calls, name, factor)),
-            lambda res: write_all(ts, res, bumps),
+            lambda res: write_all(ts, res),
             ts,
+            bumped=ts,
+            gloo_kind=gloo_kind,
         )
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> KbWork:  # type: ignore[override]
@@ -49,7 +51,7 @@ class Reductions(GroupMember):
         root = self._root(opts)
         name, factor = self._reduce_op(opts, ts[0].dtype)
         return self._collective(
-            self._call_of("reduce", [live(t) for t in ts], ts, op=name, root=root),
+            self._call_of("reduce", lambda: [live(t) for t in ts], ts, op=name, root=root),
             lambda calls: to_root(calls, root, _reduce_each(calls, name, factor)),
             lambda res: None if res is None else write_all(ts, res),
             ts,
@@ -65,10 +67,11 @@ class Reductions(GroupMember):
         ins = self._tensors(input_lists[0], "reduce_scatter's input")
         name, factor = self._reduce_op(opts, ins[0].dtype)
         return self._collective(
-            self._call_of("reduce_scatter", [live(t) for t in ins], ins, op=name),
+            self._call_of("reduce_scatter", lambda: [live(t) for t in ins], ins, outputs=outs, op=name),
             lambda calls: dict(enumerate(_reduce_each(calls, name, factor))),
-            lambda r: write(outs[0], r, GLOO_BUMPS["reduce_scatter"]),
+            lambda r: write(outs[0], r),
             outs,
+            bumped=outs[:1],
         )
 
     def _reduce_scatter_base(self, outputTensor: torch.Tensor, inputTensor: torch.Tensor, opts: Any = None) -> KbWork:
@@ -88,10 +91,11 @@ class Reductions(GroupMember):
             return {g: _ops.reduce([p[g] for p in parts], name, factor) for g in range(n)}
 
         return self._collective(
-            self._call_of("reduce_scatter_tensor", live(input), [input], op=name),
+            self._call_of("reduce_scatter_tensor", lambda: live(input), [input], outputs=[output], op=name),
             compute,
-            lambda r: write(output, r.view(output.shape), GLOO_BUMPS["reduce_scatter_tensor"]),
+            lambda r: write(output, r.view(output.shape)),
             output,
+            bumped=[output],
         )
 
     reduce_scatter_single = _reduce_scatter_base

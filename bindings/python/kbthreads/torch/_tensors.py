@@ -6,7 +6,7 @@ copies a result refers to, and writing results into outputs as gloo does
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -16,16 +16,51 @@ def dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
+def is_abstract(t: torch.Tensor) -> bool:
+    """True for a tensor that holds no values: a meta tensor, or a fake
+    tensor (a FakeTensorMode's, whose storage, behind the device it reports,
+    is a meta storage). A collective of them reads and writes nothing."""
+    return t.is_meta or t.untyped_storage().device.type == "meta"
+
+
+def tensor_data(t: torch.Tensor) -> str:
+    """What a tensor holds, as a call records it: "real" values, or none
+    ("meta", "fake")."""
+    if not is_abstract(t):
+        return "real"
+    return "meta" if t.is_meta else "fake"
+
+
+def call_data(kind: str, tensors: Iterable[torch.Tensor]) -> str:
+    """What every tensor of one call holds (real, meta or fake: see
+    tensor_data); a call that mixes them is refused, since a result could
+    then be neither read nor written."""
+    seen: dict[str, torch.Tensor] = {}
+    for t in tensors:
+        seen.setdefault(tensor_data(t), t)
+    if len(seen) > 1:
+        kinds = sorted(seen, key=("real", "fake", "meta").index)
+        what = ", ".join(f"{d} ({dtype_name(seen[d])} {list(seen[d].shape)})" for d in kinds)
+        raise ValueError(
+            f"kbthreads.torch: {kind} mixes {' and '.join(kinds)} tensors in one call: {what}; a collective's "
+            "tensors are all real, all meta, or all fake tensors of the rank's FakeTensorMode"
+        )
+    return next(iter(seen), "real")
+
+
 def check_tensor(t: Any, what: str) -> torch.Tensor:
+    """t, a dense tensor a collective can take: with values on the CPU, or
+    abstract (meta, or fake on whatever device it reports: there is nothing
+    to move)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"kbthreads.torch: {what} must be a torch.Tensor, not {type(t).__name__}")
-    if t.device.type != "cpu":
+    if t.layout != torch.strided:
+        raise ValueError(f"kbthreads.torch: {what} has layout {t.layout}; only dense (strided) tensors are supported")
+    if t.device.type != "cpu" and not is_abstract(t):
         raise ValueError(
             f"kbthreads.torch: {what} is on {t.device}; the kbthreads backend serves CPU tensors only "
             "(move it to the CPU, or run this program with a GPU backend outside kbthreads)"
         )
-    if t.layout != torch.strided:
-        raise ValueError(f"kbthreads.torch: {what} has layout {t.layout}; only dense (strided) tensors are supported")
     return t
 
 
@@ -35,28 +70,40 @@ def snap(t: torch.Tensor) -> torch.Tensor:
     return t.detach().clone()
 
 
-def write(dst: torch.Tensor, src: torch.Tensor, bumps: int = 0) -> None:
+def write(dst: torch.Tensor, src: torch.Tensor) -> None:
     """Write src's values into the output dst as gloo does, below autograd:
     no graph records it, so a leaf that requires grad may be an output.
     ``dst.data`` is an alias of dst's memory with a version counter of its
     own, so dst's counter (shared with the tensor dst views and its other
-    views) moves by ``bumps`` only: what ProcessGroupGloo's own copies add,
-    measured per collective (GLOO_BUMPS). An inference tensor, which has
-    no counter, is written in inference mode, the only mode that may."""
+    views) stays where it is; the collective moves it as gloo does
+    (``bump``). An inference tensor is written in inference mode, the only
+    mode that may."""
     if dst.is_inference():
         with torch.inference_mode():
             dst.copy_(src)
         return
     dst.data.copy_(src)
-    if _increment_version is not None:
-        for _ in range(bumps):
-            _increment_version(dst)
 
 
-def write_all(outputs: Sequence[torch.Tensor], parts: Sequence[torch.Tensor], bumps: int = 0) -> None:
+def bump(outputs: Iterable[torch.Tensor], times: int) -> None:
+    """Move each output's version counter by times: what ProcessGroupGloo's
+    own copies add, measured per collective (GLOO_BUMPS), so that a saved
+    tensor later overwritten by a collective fails backward's check as
+    under gloo. The same for abstract outputs, which are never written: a
+    fake or meta run of a program fails where its real run would. An
+    inference tensor has no counter."""
+    if _increment_version is None or times == 0:
+        return
+    for t in outputs:
+        if not t.is_inference():
+            for _ in range(times):
+                _increment_version(t)
+
+
+def write_all(outputs: Sequence[torch.Tensor], parts: Sequence[torch.Tensor]) -> None:
     """write each part into its output."""
     for dst, src in zip(outputs, parts):
-        write(dst, src, bumps)
+        write(dst, src)
 
 
 # torch's public way to move a version counter (a PyTorch 2.x without it: the
