@@ -478,8 +478,12 @@ int rr_run(const struct rp_prog *p, struct rp_clock *clock, const struct rr_hook
         tr_add("kb_ctx_create = %d", rc);
         return -1;
     }
+    if (hooks && hooks->ctx_live)
+        hooks->ctx_live(R.ctx);
     for (int i = 0; i < p->nphases; i++)
         run_phase(&R, i, clock);
+    if (hooks && hooks->ctx_live)
+        hooks->ctx_live(NULL);
     rc = kb_ctx_destroy(R.ctx);
     tr_add("destroy = %d", rc);
     return rc == 0 ? 0 : -1;

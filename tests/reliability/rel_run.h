@@ -8,6 +8,7 @@
 #ifndef REL_RUN_H
 #define REL_RUN_H
 
+#include "kbthreads.h"
 #include "rel_prog.h"
 
 /* Trace line formats shared by both sides (printing only, no semantics). */
@@ -24,6 +25,9 @@ struct rr_hooks {
     void (*rank_start)(int rank);
     /* On the driving thread before each kb_spawn / kb_start / kb_join. */
     void (*driver_enter)(void);
+    /* On the driving thread: the run's ctx after kb_ctx_create, and NULL
+     * before kb_ctx_destroy (for a watcher that reports a stuck run). */
+    void (*ctx_live)(kb_ctx *ctx);
 };
 
 /* Run p on the library; the trace is left in tr_text(). clock (may be NULL)

@@ -69,6 +69,70 @@ static void install_abort_report(void)
     signal(SIGABRT, on_abort);
 }
 
+/* ---- a stuck run reports itself ---------------------------------------------- */
+
+/* Once, a CI run's Valgrind pass of this program printed its first test's
+ * name and nothing more until ctest's limit (1200 s; it takes seconds) and
+ * it has not come back in hundreds of runs since, with and without load.
+ * Should it come back, it says where: a watcher thread that sees no
+ * progress (the heartbeat below: every program, spawn, join and turn moves
+ * it) for STUCK_S seconds prints the seed, whether the storm was on, the
+ * signals sent and handled and the live spawn's state (kb_ctx_dump: who
+ * holds the baton, each rank's wait and C backtrace), then ends the
+ * program with status 3, well inside ctest's limit. */
+static atomic_long heartbeat;
+static atomic_long at_seed; /* the program being run; 0 in tests 2 and 3 */
+static _Atomic(kb_ctx *) live_ctx;
+static atomic_int watching;
+
+static void beat(void)
+{
+    atomic_fetch_add(&heartbeat, 1);
+}
+
+static void hook_ctx_live(kb_ctx *ctx)
+{
+    atomic_store(&live_ctx, ctx);
+    beat();
+}
+
+static long stuck_limit_s(void)
+{
+    return kbt_on_valgrind() ? 300 : 60;
+}
+
+static void report_stuck(long secs);
+
+static void *watcher(void *arg)
+{
+    (void)arg;
+    long last = atomic_load(&heartbeat), still_ms = 0;
+    while (atomic_load(&watching)) {
+        kbt_sleep_ms(100);
+        long now = atomic_load(&heartbeat);
+        still_ms = now == last ? still_ms + 100 : 0;
+        last = now;
+        if (still_ms >= stuck_limit_s() * 1000)
+            report_stuck(still_ms / 1000);
+    }
+    return NULL;
+}
+
+static pthread_t watcher_start(void)
+{
+    atomic_store(&watching, 1);
+    pthread_t t;
+    if (pthread_create(&t, NULL, watcher, NULL) != 0)
+        abort();
+    return t;
+}
+
+static void watcher_stop(pthread_t t)
+{
+    atomic_store(&watching, 0);
+    pthread_join(t, NULL);
+}
+
 /* ---- the signal storm -------------------------------------------------------- */
 
 static atomic_long delivered; /* handler runs */
@@ -154,12 +218,31 @@ static void storm_stop(pthread_t t)
 static void hook_rank_start(int rank)
 {
     (void)rank;
+    beat();
     add_target(my_tid());
 }
 
 static void hook_driver_enter(void)
 {
+    beat();
     add_target(my_tid());
+}
+
+static void report_stuck(long secs)
+{
+    kb_ctx *ctx = atomic_load(&live_ctx);
+    fprintf(stderr,
+            "test_rel_signals: no progress for %ld s (seed %ld, storm %s, %ld SIGUSR1 sent, %ld handled); "
+            "the live spawn:\n",
+            secs, atomic_load(&at_seed), atomic_load(&storm_on) ? "on" : "off", atomic_load(&sent),
+            atomic_load(&delivered));
+    fflush(stderr);
+    /* The run is stuck inside the ctx, so it is not destroyed meanwhile. */
+    if (ctx)
+        kb_ctx_dump(ctx, 2, KB_DUMP_C_FRAMES);
+    else
+        fprintf(stderr, "test_rel_signals: (no program's ctx is live: tests 2 and 3 own theirs)\n");
+    _exit(3);
 }
 
 /* ---- 1. the differential programs under signals ---------------------------------- */
@@ -175,11 +258,14 @@ static void test_programs_give_the_same_trace_under_signals(void **state)
     install_handler();
     struct rp_prog *p = malloc(sizeof *p);
     assert_non_null(p);
-    struct rr_hooks hooks = {.rank_start = hook_rank_start, .driver_enter = hook_driver_enter};
+    struct rr_hooks hooks = {
+        .rank_start = hook_rank_start, .driver_enter = hook_driver_enter, .ctx_live = hook_ctx_live};
     atomic_store(&delivered, 0);
     atomic_store(&sent, 0);
     long n = signal_seeds(), differ = 0;
     for (long seed = 1; seed <= n; seed++) {
+        atomic_store(&at_seed, seed);
+        beat();
         struct rp_src s;
         rp_src_seed(&s, (uint64_t)seed);
         s.no_exit = 1; /* signals are the subject here, not pthread_exit (docs/reliability.md) */
@@ -217,6 +303,7 @@ static void test_programs_give_the_same_trace_under_signals(void **state)
         free(loud);
     }
     free(p);
+    atomic_store(&at_seed, 0);
     print_message("%ld programs under signals: %ld SIGUSR1 sent, %ld handled, %ld traces differ\n", n,
                   atomic_load(&sent), atomic_load(&delivered), differ);
     assert_int_equal(differ, 0);
@@ -243,6 +330,7 @@ static int loop_rank(int rank, void *arg)
     if (atomic_fetch_add(&running, 1) != 0)
         atomic_fetch_add(&violations, 1);
     for (long i = 0; i <= l->iters; i++) {
+        beat();
         if (l->turn % LOOP_NPROCS != (uint64_t)rank)
             l->bad_order++;
         l->turn++;
@@ -325,6 +413,7 @@ static int block_rank(int rank, void *arg)
     for (int step = 0; step < 3; step++) {
         if (atomic_fetch_add(&running, 1) != 0)
             atomic_fetch_add(&violations, 1);
+        beat();
         tr_add("rank %d step %d", rank, step);
         if (b->delays && step == 1 && rank == 1) {
             /* blocks holding the baton until the writer thread writes */
@@ -437,5 +526,8 @@ int main(void)
         cmocka_unit_test(test_handoffs_under_signals_lose_no_turn),
         cmocka_unit_test(test_blocking_syscalls_delay_but_do_not_corrupt),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    pthread_t w = watcher_start();
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    watcher_stop(w);
+    return failed;
 }
