@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Two workarounds a dry run on fake tensors needs, in the example only,
+"""Workarounds a dry run on fake tensors needs, in the example only,
 each for something PyTorch 2.13 or kbthreads does not do yet under
 FakeTensorMode. A dispatch mode entered above the rank's FakeTensorMode
 applies both; with real tensors the example does not use it.
@@ -23,6 +23,10 @@ applies both; with real tensors the example does not use it.
    tensor has no value, so the read fails. Every stage here votes 1, so the
    product is 1: this mode answers that one read (a one-element integer
    tensor read inside the schedule's warm-up) with 1.
+
+A third, with real tensors too, is in llama_dryrun.py (ShardFlops): the
+FLOP counter counts a DTensor op at its global shapes on every rank, so the
+example divides a rank's count by the tensor-parallel degree.
 """
 from __future__ import annotations
 
