@@ -48,7 +48,7 @@ from ._group import BACKEND, KbProcessGroup
 from ._meeting import Collective, CollectiveError
 from ._network import Network
 from ._simtime import SimRun
-from ._spawn import TorchProcessContext, sim_time, spawn
+from ._spawn import TorchProcessContext, sim_memory, sim_time, spawn
 from ._store import KbStore
 from ._work import KbWork
 from ._world import register_backend
@@ -64,6 +64,7 @@ __all__ = [
     "KbWork",
     "Network",
     "SimRun",
+    "sim_memory",
     "sim_time",
     "TorchProcessContext",
     "spawn",

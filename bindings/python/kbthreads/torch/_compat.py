@@ -87,6 +87,7 @@ REQUIRED: tuple[Name, ...] = (
     ("torch", "_ops.OpOverload"),
     ("torch", "_C.DispatchKey.CompositeImplicitAutograd"),
     ("torch", "_C._current_graph_task_id"),
+    ("torch.utils._python_dispatch", "TorchDispatchMode"),
     ("torch", "autograd.Variable._execution_engine.queue_callback"),
     *GLOBAL_HOOK_TABLES,
     *((_MODULE_HOOKS, extra) for extra in FORWARD_HOOK_EXTRAS),
@@ -189,6 +190,7 @@ def check(load: Callable[[str], Any] = importlib.import_module) -> None:
 check()  # once, at import, before any of them is touched below
 
 import torch.distributed.distributed_c10d as _c10d  # noqa: E402  # (after the check)
+from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode  # noqa: E402
 from torch.utils.flop_counter import _FlopCounterMode, shape_wrapper  # noqa: E402
 
 # ---- torch.distributed's group registry (_world.py; checked on 2.13) --------------------------
@@ -270,6 +272,10 @@ def run_without_dynamo(code: Any) -> bool:
     except (ImportError, AttributeError, TypeError, RuntimeError):
         return False
     return True
+
+
+# ---- dispatch modes (_memory.py; checked on 2.13) ---------------------------------------------
+DispatchMode = _TorchDispatchMode  # the base of a mode on a thread's dispatch mode stack
 
 
 # ---- autograd (_simtime.py; checked on 2.13) ---------------------------------------------------

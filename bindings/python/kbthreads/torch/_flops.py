@@ -30,6 +30,18 @@ class _GlobalOnly:
         return None
 
 
+class CodeMarked:
+    """A dispatch mode's mixin: torch wraps the mode's ``__torch_dispatch__``
+    to keep torch.compile out of it unless the class's ``_off_by_code`` says
+    its code was marked to run without torch.compile (see Counting)."""
+
+    _off_by_code = False
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:  # read once, when the class is made: wrap unless marked
+        return not cls._off_by_code
+
+
 _SHAPE_WRAPPER_CODE = _compat.SHAPE_WRAPPER_CODE  # a formula of shapes, as torch's FLOP registry wraps it
 _PLAIN, _COUNTED, _TORCHS = 0, 1, 2  # how Counting handles an op (see its docstring)
 

@@ -25,11 +25,12 @@ docs/torch-time.md has the model, its formulas and what it leaves out.
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from typing import Any
 
-from . import _compat, _flops, _timeline
+from . import _compat, _flops, _memory, _timeline
 from ._compute import ComputeModel
 from ._network import Network
 from ._timeline import Clock, Record, Span
@@ -38,10 +39,12 @@ _Counting = _flops.Counting  # the counting mode, where tests/test_torch_simtime
 
 
 class Timing:
-    def __init__(self, network: Network, compute: ComputeModel, nprocs: int) -> None:
+    def __init__(self, network: Network, compute: ComputeModel, nprocs: int, memory: bool = False) -> None:
         self.network = network
         self.model = compute
         self.compute_name = compute.describe()
+        self.memory = memory
+        self.memory_samples: list[_timeline.MemorySample] = []
         self.clocks = [Clock(r) for r in range(nprocs)]
         self.records: dict[Any, Record] = {}
         self.order: list[Record] = []
@@ -52,16 +55,32 @@ class Timing:
         c = self.clocks[rank]
         c.cpu_seen = time.thread_time()
         c.counter = self.model.start_counter()
+        if self.memory:  # its mode above the counter's: the two leave the rank's mode stack in turn
+            c.memory = _memory.RankMemory()
+            c.memory.start()
+            self._sample(c)
 
     def end_rank(self, rank: int) -> None:
         c = self.clocks[rank]
         try:
             self._settle_deferred(c)
+            if c.memory is not None:
+                gc.collect()  # storages the rank left in reference cycles: freed, not final
             self._account(c)
         finally:
+            if c.memory is not None:
+                c.memory.stop()
+                c.final_memory = c.memory.snapshot()
             if c.counter is not None:
                 _flops.stop_counter(c.counter)
                 c.counter = None
+
+    def _sample(self, c: Clock) -> None:
+        """The memory track's point at c's clock: the rank's bytes by
+        category now, and the highest total since its previous point."""
+        m = c.memory
+        self.memory_samples.append((c.rank, c.sampled_at, c.t, m.take_high(), dict(m.current)))
+        c.sampled_at = c.t
 
     def _account(self, c: Clock) -> None:
         """Add the compute since c's previous event to its clock."""
@@ -86,6 +105,8 @@ class Timing:
             self.spans.append((c.rank, 0, "compute", c.t, c.t + s, args))
             c.t += s
             c.compute += s
+        if c.memory is not None:
+            self._sample(c)
 
     # ---- collectives -----------------------------------------------------------------------------
     def arrive(self, rank: int) -> float:
@@ -150,7 +171,9 @@ class Timing:
         )
 
     def trace(self) -> dict[str, Any]:
-        return _timeline.trace(self.clocks, self.spans, self.order, self.network, self.compute_name)
+        return _timeline.trace(
+            self.clocks, self.spans, self.order, self.network, self.compute_name, self.memory_samples
+        )
 
     def svg(self, width: int = 1000) -> str:
         return _timeline.svg(self.clocks, self.spans, self.order, width)
@@ -187,8 +210,10 @@ class SimRun:
 
     def summary(self) -> dict[str, Any]:
         """Per rank (``ranks[r]``: time, compute, communication,
-        exposed_communication, hidden_communication, idle, all seconds; flops)
-        and per collective kind (``collectives[kind]``: count, bytes, time)."""
+        exposed_communication, hidden_communication, idle, all seconds; flops;
+        with the roofline, bytes moved; with memory=True, ``memory``: ``peak``
+        and ``final``, each bytes by category and ``total``) and per
+        collective kind (``collectives[kind]``: count, bytes, time)."""
         return self._timing.summary()
 
     def timeline(self) -> dict[str, Any]:
@@ -219,4 +244,4 @@ class SimRun:
         lines.append("collective            count        bytes   time ms")
         for k, v in sorted(s["collectives"].items()):
             lines.append(f"{k:20} {v['count']:6} {v['bytes']:12} {v['time'] * 1e3:9.4f}")
-        return "\n".join(lines)
+        return "\n".join(lines + _timeline.format_memory(s))

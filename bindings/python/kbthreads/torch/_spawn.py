@@ -86,6 +86,7 @@ def spawn(
     device_bandwidth: float | None = None,
     compute: Any = None,
     cpu_factor: float = 1.0,
+    memory: bool = False,
     environ: EnvironArg = None,
     argv: ArgvArg = None,
 ) -> TorchProcessContext | SimRun | None:
@@ -106,7 +107,9 @@ def spawn(
     ``compute="roofline"``, each op ``max(flops / device_flops, bytes /
     device_bandwidth)`` (bytes: its tensor arguments and results), or, with
     ``compute="cpu_time"``, the rank thread's CPU time times ``cpu_factor``,
-    or ``compute(rank, flops, cpu_seconds) -> seconds``. The spawn then
+    or ``compute(rank, flops, cpu_seconds) -> seconds``. ``memory=True``:
+    each rank's peak and final bytes of the tensors it allocated, by
+    category, in the summary, and a memory track per rank in the timeline. The spawn then
     returns a SimRun (``summary()``, ``write_timeline(path)``,
     ``write_plot(path)``); it needs ``join=True`` and a context without an
     engine.
@@ -146,9 +149,12 @@ def spawn(
             raise ValueError(
                 "kbthreads.torch.spawn: network=... prices the collectives itself: pass a context without an engine"
             )
-        timing = Timing(network, compute_model(device_flops, compute, cpu_factor, device_bandwidth), nprocs)
-    elif device_flops is not None or compute is not None or device_bandwidth is not None:
-        raise ValueError("kbthreads.torch.spawn: device_flops, device_bandwidth and compute need network=...")
+        if not isinstance(memory, bool):
+            raise TypeError(f"kbthreads.torch.spawn: memory must be True or False, not {memory!r}")
+        model = compute_model(device_flops, compute, cpu_factor, device_bandwidth)
+        timing = Timing(network, model, nprocs, memory)
+    elif device_flops is not None or compute is not None or device_bandwidth is not None or memory:
+        raise ValueError("kbthreads.torch.spawn: device_flops, device_bandwidth, compute and memory need network=...")
     launch = Launch(nprocs, environ, argv)  # environ and argv checked: TypeError / ValueError before anything
     ctx = context if context is not None else Context()
     table = SpawnTable(ctx, next(_spawn_ids), nprocs)
@@ -221,6 +227,20 @@ def _finish(launch: Launch) -> None:
         launch.end()
     finally:
         _world.uninstall()
+
+
+def sim_memory() -> dict[str, dict[str, int]]:
+    """The calling rank's memory so far, inside a spawn with network=...
+    and memory=True: ``{"current": ..., "peak": ...}``, each bytes by
+    category (parameters, buffers, gradients, optimizer_state, activations,
+    temporaries) and ``total``."""
+    st = _world.current()
+    timing = st.table.timing if st is not None else None
+    memory = timing.clocks[st.rank].memory if st is not None and timing is not None else None
+    if memory is None:
+        raise RuntimeError("kbthreads.torch.sim_memory: only inside a rank of a spawn with network=... and memory=True")
+    snap: dict[str, dict[str, int]] = memory.snapshot()
+    return snap
 
 
 def sim_time() -> float:

@@ -13,6 +13,8 @@ from typing import Any
 
 # (rank, track, name, start, end, args): track 0 the rank's clock, 1 its collectives
 Span = tuple[int, int, str, float, float, dict[str, Any]]
+# (rank, previous point's time, time, highest total bytes between the two, bytes by category at time)
+MemorySample = tuple[int, float, float, int, dict[str, int]]
 
 
 @dataclass
@@ -32,6 +34,9 @@ class Clock:
     seconds_seen: float = 0.0  # the roofline's: its mode's seconds and bytes at the previous event
     moved_seen: int = 0
     moved: int = 0
+    memory: Any = None  # the rank's _memory.RankMemory (memory=True)
+    final_memory: dict[str, dict[str, int]] | None = None  # its snapshot at the rank's end
+    sampled_at: float = 0.0  # the time of its previous memory point
     deferred: list[Any] = field(default_factory=list)  # handles waited at the end of this backward
     hooked_task: int = -1
 
@@ -62,6 +67,8 @@ def summary(
         }
         if roofline:
             ranks[c.rank]["bytes"] = c.moved
+        if c.final_memory is not None:
+            ranks[c.rank]["memory"] = {"peak": c.final_memory["peak"], "final": c.final_memory["current"]}
     kinds: dict[str, dict[str, Any]] = {}
     for rec in order:
         k = kinds.setdefault(rec.meta.kind, {"count": 0, "bytes": 0, "time": 0.0})
@@ -77,14 +84,51 @@ def summary(
     }
 
 
+_MIB = 1 << 20
+_SHORT = {
+    "parameters": "param",
+    "buffers": "buffer",
+    "gradients": "grad",
+    "optimizer_state": "optim",
+    "activations": "act",
+    "temporaries": "temp",
+}
+
+
+def format_memory(s: dict[str, Any]) -> list[str]:
+    """The summary's memory table (MiB), one row per rank and point: none
+    without memory=True."""
+    rows = [(r, v["memory"]) for r, v in s["ranks"].items() if "memory" in v]
+    if not rows:
+        return []
+    head = "memory MiB  rank point " + "".join(f"{name:>9}" for name in _SHORT.values()) + "    total"
+    lines = [head]
+    for r, m in rows:
+        for point in ("peak", "final"):
+            cells = "".join(f"{m[point][c] / _MIB:9.3f}" for c in _SHORT)
+            lines.append(f"{'':10} {r:5} {point:5} {cells}{m[point]['total'] / _MIB:9.3f}")
+    return lines
+
+
 def trace(
-    clocks: Sequence[Clock], spans: Sequence[Span], order: Sequence[Record], network: Any, compute_name: str
+    clocks: Sequence[Clock],
+    spans: Sequence[Span],
+    order: Sequence[Record],
+    network: Any,
+    compute_name: str,
+    memory: Sequence[MemorySample] = (),
 ) -> dict[str, Any]:
     """Chrome trace events: one process per rank (thread 0 the rank's
     clock: compute, idle, exposed communication; thread 1 its collectives
-    in flight), flow arrows chaining the members of each collective."""
+    in flight), flow arrows chaining the members of each collective; with
+    memory, two counter tracks per rank: "memory" (bytes by category at each
+    of the rank's events) and "memory high-water" (the highest total
+    between an event and the next, held from the first)."""
     ev: list[dict[str, Any]] = []
     us = 1e6
+    for rank, t0, t1, high, current in memory:
+        ev.append({"ph": "C", "name": "memory high-water", "pid": rank, "ts": t0 * us, "args": {"bytes": high}})
+        ev.append({"ph": "C", "name": "memory", "pid": rank, "ts": t1 * us, "args": current})
     for c in clocks:
         ev.append({"ph": "M", "name": "process_name", "pid": c.rank, "tid": 0, "args": {"name": f"rank {c.rank}"}})
         ev.append({"ph": "M", "name": "thread_name", "pid": c.rank, "tid": 0, "args": {"name": "rank"}})
