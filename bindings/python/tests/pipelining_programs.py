@@ -70,13 +70,28 @@ def loss_fn(y: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return ((y - t) ** 2).mean()
 
 
-def run_schedule(schedule: str, rank: int, world: int) -> dict[str, Any]:
-    """One rank's part of STEPS steps of schedule on the default group."""
+def examples(s: int) -> dict[str, torch.Tensor]:
+    """Stage s's static metadata: a microbatch in, one out (what a stage
+    receives requires grad, so that its gradient is sent back)."""
+    shape = (ROWS_PER_MICROBATCH, WIDTH)
+    return {
+        "input_args": torch.empty(shape, requires_grad=s > 0),
+        "output_args": torch.empty(shape, requires_grad=True),
+    }
+
+
+def run_schedule(schedule: str, rank: int, world: int, static: bool = False) -> dict[str, Any]:
+    """One rank's part of STEPS steps of schedule on the default group.
+    static: the stages are given their inputs' and outputs' shapes (without,
+    they exchange them at the first step, as pickled objects)."""
     placement = PLACEMENT[schedule]
     n_stages = world if placement == "one" else 2 * world
     blocks = model(n_stages)
     mine = stage_indices(placement, rank, world)
-    stages = [pipelining.PipelineStage(blocks[s], s, n_stages, torch.device("cpu")) for s in mine]
+    stages = [
+        pipelining.PipelineStage(blocks[s], s, n_stages, torch.device("cpu"), **(examples(s) if static else {}))
+        for s in mine
+    ]
     cls = getattr(pipelining, schedule)
     n_mb = microbatches(world)
     sched = cls(stages[0] if placement == "one" else stages, n_microbatches=n_mb, loss_fn=loss_fn)

@@ -15,6 +15,7 @@ real gloo processes."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Callable
@@ -25,7 +26,9 @@ import pytest
 torch = pytest.importorskip("torch", minversion="2.0")
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
+import kbthreads  # noqa: E402
 import kbthreads.torch as kbt  # noqa: E402
 
 pipelining = pytest.importorskip("torch.distributed.pipelining")
@@ -160,3 +163,45 @@ def test_a_schedule_equals_gloo_processes_bit_for_bit(
     for rank in range(world):
         for what in ("stages", "losses", "outputs", "grads", "weights"):
             assert _equal(kb[rank][what], gloo[rank][what]), (rank, what)
+
+
+# ---- every schedule under each rank's own FakeTensorMode --------------------------------------
+def _timed_run(schedule: str, world: int, fake: bool, static: bool = True) -> tuple[Any, dict[int, Any]]:
+    """The program with simulated time (FLOPs priced too), each rank in a
+    FakeTensorMode of its own when fake: the run and each rank's record."""
+    out: dict[int, Any] = {}
+
+    def rank_main(rank: int) -> None:
+        dist.init_process_group("gloo")
+        with FakeTensorMode() if fake else contextlib.nullcontext():
+            out[rank] = pipelining_programs.run_schedule(schedule, rank, world, static=static)
+        dist.destroy_process_group()
+
+    run = kbt.spawn(rank_main, nprocs=world, network=kbt.Network(latency=1e-6, bandwidth=1e9), device_flops=1e9)
+    return run, out
+
+
+@pytest.mark.parametrize("world", WORLDS)
+@pytest.mark.parametrize("schedule", pipelining_programs.SCHEDULES)
+def test_a_schedule_on_fake_tensors_makes_its_real_runs_sends_bytes_and_time(schedule: str, world: int) -> None:
+    """Each rank in its own FakeTensorMode, the stages given their shapes:
+    the schedule runs to the end (its warm-up vote's value travels as the
+    fake tensors' constant), with the real run's sends, bytes, FLOPs and
+    simulated times; its weights are fake tensors of the real shapes."""
+    real, real_out = _timed_run(schedule, world, fake=False)
+    fake, fake_out = _timed_run(schedule, world, fake=True)
+    assert real.summary()["collectives"]["send"]["count"] > 0
+    assert fake.summary() == real.summary()
+    for rank in range(world):
+        assert [type(w).__name__ for w in fake_out[rank]["weights"]] == ["FakeTensor"] * len(real_out[rank]["weights"])
+        assert [w.shape for w in fake_out[rank]["weights"]] == [w.shape for w in real_out[rank]["weights"]]
+
+
+def test_on_fake_tensors_a_stage_without_its_shapes_fails_in_pytorchs_object_exchange() -> None:
+    """Without them, the stages send their shapes as pickled objects, whose
+    bytes a fake tensor cannot hold: PyTorch's recv_object_list raises (no
+    hang; the other rank is stopped)."""
+    with pytest.raises(kbthreads.SpawnException) as e:
+        _timed_run("ScheduleGPipe", 2, fake=True, static=False)
+    assert list(e.value.errors) == [1]
+    assert "numpy() is not supported for tensor subclasses" in str(e.value.errors[1])

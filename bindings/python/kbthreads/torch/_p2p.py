@@ -2,7 +2,17 @@
 """Point-to-point messages (send, recv, recv from any source) of one spawn:
 the mailbox that matches them. The group (``_group.py``) checks the call
 and records it; here a send waits for its recv or a recv for its send, and
-each match is submitted to the engine (``_meeting.py``) as a "send"."""
+each match is submitted to the engine (``_meeting.py``) as a "send".
+
+Abstract tensors (meta tensors, and fake tensors of a rank's own
+FakeTensorMode: ``_tensors.is_abstract``) hold no values. A match of them
+is checked (dtype and size) and priced by its size as any other, and no
+value is read or written: the receiver's tensor is left as it is (a fake
+one is another FakeTensorMode's than the sender's, and the two never meet
+in one op). A send and its recv agree on what their tensors hold (real,
+fake or meta, the call's ``data``), as the members of a collective do:
+otherwise a mismatch. The one value a fake tensor can hold, its mode's
+constant, travels (``_known_value``)."""
 
 from __future__ import annotations
 
@@ -19,6 +29,9 @@ from ._work import KbWork
 # source may be None (any source).
 _Sent = tuple[tuple[str, tuple[int, ...], int], int, int, int]
 _Wanted = tuple[tuple[str, tuple[int, ...], int], int | None, int, int]
+# A send waiting in its channel: (post order, the call, the value a fake
+# tensor's mode knows for it, copied at the send: see _known_value)
+_Posted = tuple[int, Call, torch.Tensor | None]
 
 
 class Mailbox:
@@ -29,20 +42,26 @@ class Mailbox:
 
     def __init__(self, table: SpawnTable) -> None:
         self.table = table
-        self.sent: dict[_Sent, collections.deque[tuple[int, Call]]] = collections.defaultdict(collections.deque)
+        self.sent: dict[_Sent, collections.deque[_Posted]] = collections.defaultdict(collections.deque)
         # (key or any-source key, meeting, holder), in post order
         self.waiting: list[tuple[_Wanted, Meeting, dict[str, Any]]] = []
         self.order = 0
+        # matches so far per (group key, src, dst): a match's number, its
+        # Collective's seq and part of its engine handle, which no other
+        # match of the spawn shares (the receiver's count per (source, tag)
+        # channel would repeat across tags and any-source receives)
+        self.matches: collections.Counter[tuple[tuple[str, tuple[int, ...], int], int, int]] = collections.Counter()
 
     def post(self, info: GroupInfo, src: int, dst: int, tag: int, call: Call) -> None:
         """Group rank src sends call (its data copied) to dst."""
+        known = _known_value(call.inputs) if call.data == "fake" else None
         for k, (key, m, holder) in enumerate(self.waiting):
             if key[0] == info.key and key[2] == dst and key[3] == tag and key[1] in (src, None):
                 del self.waiting[k]
-                self._match(info, m, holder, src, dst, call)
+                self._match(info, m, holder, src, dst, call, known)
                 return
         self.order += 1
-        self.sent[(info.key, src, dst, tag)].append((self.order, call))
+        self.sent[(info.key, src, dst, tag)].append((self.order, call, known))
         self.table.epoch += 1
 
     def take(
@@ -58,7 +77,7 @@ class Mailbox:
     ) -> KbWork:
         """Group rank dst (global_rank) receives into t, by its recv_call, the
         seq-th on its (src, tag) channel; the Work's wait parks it until the
-        drain completed the match."""
+        drain completed the match (which numbers it anew: _match)."""
         m = Meeting(info, seq)
         holder: dict[str, Any] = {"t": t, "src": src}
         m.calls[dst] = recv_call
@@ -68,8 +87,8 @@ class Mailbox:
                 if found is None or q[0][0] < self.sent[found][0][0]:
                     found = key
         if found is not None:
-            _, call = self.sent[found].popleft()
-            self._match(info, m, holder, found[1], dst, call)
+            _, call, known = self.sent[found].popleft()
+            self._match(info, m, holder, found[1], dst, call, known)
         else:
             self.waiting.append(((info.key, src, dst, tag), m, holder))
             self.table.epoch += 1
@@ -88,22 +107,80 @@ class Mailbox:
         work = KbWork(wait, ready=lambda: self.table.done(m))
         return work
 
-    def _match(self, info: GroupInfo, m: Meeting, holder: dict[str, Any], src: int, dst: int, call: Call) -> None:
+    def _match(
+        self,
+        info: GroupInfo,
+        m: Meeting,
+        holder: dict[str, Any],
+        src: int,
+        dst: int,
+        call: Call,
+        known: torch.Tensor | None,
+    ) -> None:
         t = holder["t"]
         holder["src"] = src
+        recv_call = m.calls[dst]
+        why = None
         if call.dtype != dtype_name(t) or call.numel != t.numel():
+            why = "the sizes or dtypes differ"
+        elif call.data != recv_call.data:
+            why = f"a {call.data} tensor sent into a {recv_call.data} one"
+        if why is not None:
             m.error = (
-                f"kbthreads.torch: mismatched send/recv on group {info.name!r}: rank {info.ranks[src]} "
-                f"sends {call.describe()}; rank {info.ranks[dst]} receives {m.calls[dst].describe()}"
+                f"kbthreads.torch: mismatched send/recv on group {info.name!r} ({why}): rank {info.ranks[src]} "
+                f"sends {call.describe()}; rank {info.ranks[dst]} receives {recv_call.describe()}"
             )
             self.table.epoch += 1
             return
         data = call.inputs
 
         def finish() -> None:
-            write(t, data.view(t.shape))
+            if recv_call.data == "fake":
+                _set_known_value(t, known)
+            elif recv_call.data == "real":
+                write(t, data.view(t.shape))
 
+        m.seq = self.matches[(info.key, src, dst)]
+        self.matches[(info.key, src, dst)] += 1
         m.calls[src] = call
         m.results = {dst: None}
         holder["finish"] = finish  # the receiver copies once the drain completed the match
         self.table.submit_p2p(m, info.ranks[src], info.ranks[dst], call, call.rank, m.calls[dst].t)
+
+
+# ---- the value a fake tensor's mode knows -------------------------------------------------
+# A FakeTensorMode keeps the value of a tensor of at most one element made
+# from Python numbers (torch.tensor([1])) as the fake tensor's ``constant``,
+# computes on such constants, and answers ``.item()`` from them. PyTorch's
+# pipelining stages exchange such a tensor at their first step (their
+# warm-up vote) and branch on its ``.item()``, so a recv gives a fake
+# receiver the sender's constant, as gloo would write the value, and takes
+# away any constant the receiver had. The names (FakeTensor's ``constant``
+# and ``fake_mode``, its converter's ``add_constant_storage_mapping`` and
+# ``invalidate_constant_aliases``) were checked on PyTorch 2.13; where one
+# is missing nothing travels, as with PyTorch's own fake process group.
+
+
+def _known_value(sent: torch.Tensor) -> torch.Tensor | None:
+    """On the sender's thread: a copy of sent's constant (None without one).
+    Cloning a fake tensor that has a constant makes its mode compute the
+    clone of the constant, a copy no later in-place op of the sender reaches."""
+    if getattr(sent, "constant", None) is None:
+        return None
+    copy: torch.Tensor | None = getattr(sent.clone(), "constant", None)
+    return copy
+
+
+def _set_known_value(t: torch.Tensor, known: torch.Tensor | None) -> None:
+    """On the receiver's thread: t (and its views) forget their constant;
+    t takes known when its shape and dtype are t's."""
+    converter = getattr(getattr(t, "fake_mode", None), "fake_tensor_converter", None)
+    if converter is None:
+        return
+    old = getattr(t, "constant", None)
+    if old is not None:
+        converter.invalidate_constant_aliases(old)
+        t.constant = None  # type: ignore[attr-defined]
+    if known is not None and known.shape == t.shape and known.dtype == t.dtype:
+        t.constant = known  # type: ignore[attr-defined]
+        converter.add_constant_storage_mapping(t)
