@@ -172,6 +172,38 @@ KINDS = {
 }
 
 
+def _functional(rank: int, make: Callable[..., Any]) -> list[Any]:
+    """PyTorch's functional collectives (what DTensor calls), each waited."""
+    import torch.distributed._functional_collectives as funcol
+
+    world = dist.group.WORLD
+    assert world is not None
+    issued = [
+        funcol.all_reduce(make(4, 2), "sum", world),
+        funcol.all_gather_tensor(make(2, 3), 0, world),
+        funcol.reduce_scatter_tensor(make(N * 2), "avg", 0, world),
+        funcol.all_to_all_single(make(N * 2, 3), None, None, world),
+        funcol.broadcast(make(3), 1, world),
+    ]
+    return [funcol.wait_tensor(t) for t in issued]
+
+
+@pytest.mark.parametrize("data", ["fake", "meta"])
+def test_functional_collectives_on_abstract_tensors_reach_the_group_as_on_real_ones(data: str) -> None:
+    real_out, real_seen = run(_functional, "real")
+    out, seen = run(_functional, data)
+    assert [c.kind for c in real_seen] == [
+        "all_reduce",
+        "all_gather_into_tensor",
+        "reduce_scatter_tensor",
+        "all_to_all_single",
+        "broadcast",
+    ]
+    assert seen == real_seen
+    for r in range(N):
+        assert [described(t) for t in out[r]] == [(data, *described(t)[1:]) for t in real_out[r]]
+
+
 @pytest.mark.parametrize("data", ["fake", "meta"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_collective_takes_abstract_tensors_as_real_ones_priced_by_their_sizes(kind: str, data: str) -> None:
@@ -304,15 +336,57 @@ def _fsdp2_training(data: str) -> Callable[[int], None]:
     return body
 
 
+def _tp_training(data: str) -> Callable[[int], None]:
+    """Two steps of a two-layer MLP under tensor parallelism (DTensor:
+    ColwiseParallel then RowwiseParallel), its tensors real or fake (the
+    mesh made before the mode)."""
+
+    def body(rank: int) -> None:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        dist.init_process_group("gloo")
+        mesh = init_device_mesh("cpu", (8,))
+        with FakeTensorMode() if data == "fake" else contextlib.nullcontext():
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
+            parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for _ in range(2):
+                model(torch.randn(8, 16)).sum().backward()
+                opt.step()
+                opt.zero_grad()
+        dist.destroy_process_group()
+
+    return body
+
+
+def _fake_against_real(program: Callable[[str], Callable[[int], None]], device_flops: float | None) -> Any:
+    """program's collectives (count and bytes per kind) and simulated time
+    at 8 ranks, on fake tensors and on real ones."""
+    runs = {}
+    for data in ("real", "fake"):
+        sim = kbt.spawn(program(data), nprocs=8, network=kbt.Network(5e-6, 1e9), device_flops=device_flops)
+        assert isinstance(sim, kbt.SimRun)
+        runs[data] = (sim.summary()["collectives"], sim.time)
+    return runs
+
+
 @pytest.mark.parametrize("device_flops", [None, 1e9])
 def test_fsdp2_on_fake_tensors_at_8_ranks_makes_the_collectives_bytes_and_time_of_its_real_run(
     device_flops: float | None,
 ) -> None:
-    runs = {}
-    for data in ("real", "fake"):
-        sim = kbt.spawn(_fsdp2_training(data), nprocs=8, network=kbt.Network(5e-6, 1e9), device_flops=device_flops)
-        assert isinstance(sim, kbt.SimRun)
-        runs[data] = (sim.summary()["collectives"], sim.time)
+    runs = _fake_against_real(_fsdp2_training, device_flops)
     collectives, time = runs["real"]
     assert set(collectives) == {"all_gather_into_tensor", "reduce_scatter_tensor"}
+    assert runs["fake"] == (collectives, time)
+
+
+@pytest.mark.parametrize("device_flops", [None, 1e9])
+def test_tensor_parallelism_on_fake_tensors_at_8_ranks_makes_the_collectives_bytes_and_time_of_its_real_run(
+    device_flops: float | None,
+) -> None:
+    runs = _fake_against_real(_tp_training, device_flops)
+    collectives, time = runs["real"]
+    assert collectives["all_reduce"]["count"] == 2  # RowwiseParallel's output, one per step: functional
     assert runs["fake"] == (collectives, time)

@@ -87,6 +87,7 @@ REQUIRED: tuple[Name, ...] = (
     ("torch", "_ops.OpOverload"),
     ("torch", "_C.DispatchKey.CompositeImplicitAutograd"),
     ("torch", "_C._current_graph_task_id"),
+    ("torch", "_C._distributed_c10d._resolve_process_group"),
     ("torch.utils._python_dispatch", "TorchDispatchMode"),
     ("torch", "autograd.Variable._execution_engine.queue_callback"),
     *GLOBAL_HOOK_TABLES,
@@ -318,3 +319,20 @@ def install_threaded_test_group() -> Callable[[BaseException], None]:
     set_thread_isolation_mode(True)
     handler: Callable[[BaseException], None] = mtpg.ProcessLocalGroup.exception_handle
     return handler
+
+
+# ---- functional collectives (_funcol.py; checked on 2.13) -------------------------------------
+FUNCTIONAL_COLLECTIVES_MODULE = "torch.distributed._functional_collectives"
+
+
+def load_functional_collectives() -> None:
+    """Import the module that registers PyTorch's functional collectives'
+    shape functions (meta kernels), which DTensor imports too."""
+    importlib.import_module(FUNCTIONAL_COLLECTIVES_MODULE)
+
+
+def resolve_process_group(name: str) -> dist.ProcessGroup:
+    """The calling thread's process group registered under name (C++'s
+    registry, per rank thread here), as a functional collective finds it."""
+    pg: dist.ProcessGroup = torch._C._distributed_c10d._resolve_process_group(name)  # type: ignore[arg-type]
+    return pg

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.distributed as dist
 
-from . import _compat, _ops
+from . import _compat, _funcol, _ops
 from ._meeting import Call, GroupInfo, SpawnTable, call_site
 from ._tensors import GLOO_BUMPS, bump, call_data, check_tensor, dtype_name
 from ._work import KbWork
@@ -63,6 +63,7 @@ class GroupMember(dist.ProcessGroup):
 
     def __init__(self, table: SpawnTable, info: GroupInfo, group_rank: int, global_rank: int) -> None:
         _compat.init_process_group_base(self, group_rank, len(info.ranks))
+        _funcol.install()  # functional collectives on fake and meta tensors reach the group too
         self._table = table
         self._info = info
         self._grank = group_rank
