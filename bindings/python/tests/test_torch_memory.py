@@ -166,3 +166,13 @@ def test_memory_without_a_network_and_sim_memory_without_memory_are_errors():
         kbt.spawn(_read_memory, nprocs=1, network=NET)
     with pytest.raises(RuntimeError, match="sim_memory: only inside a rank"):
         kbt.sim_memory()
+
+
+def test_the_launchers_memory_option_needs_a_network(capsys):
+    from kbthreads.torch._launch_args import parse
+    from kbthreads.torch.run import main
+
+    assert parse(["--network", "latency=1us,bandwidth=1GB/s", "--memory", "t.py"]).simulation()["memory"] is True
+    with pytest.raises(SystemExit) as e:
+        main(["--memory", "t.py"])
+    assert e.value.code == 2 and "--memory needs --network" in capsys.readouterr().err

@@ -153,3 +153,60 @@ def test_bad_roofline_parameters_are_clear_errors(kw, text):
 def test_device_bandwidth_without_a_network_is_an_error():
     with pytest.raises(ValueError, match="need network"):
         kbt.spawn(_step, nprocs=2, compute="roofline", device_flops=F, device_bandwidth=BW)
+
+
+# ---- the launcher: --compute roofline --device-bandwidth -----------------------------------------------
+
+def test_the_launcher_reads_the_roofline_options_with_their_units():
+    from kbthreads.torch._launch_args import parse
+
+    plan = parse(["--network", "latency=1us,bandwidth=1GB/s", "--compute", "roofline", "--device-flops", "10T",
+                  "--device-bandwidth", "2TB/s", "t.py"])
+    assert plan.simulation() == {"device_flops": 10e12, "compute": "roofline", "device_bandwidth": 2e12,
+                                 "memory": False}
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--compute", "roofline", "--device-flops", "10T"], "--compute roofline needs --device-flops and "
+                                                          "--device-bandwidth"),
+    (["--device-flops", "10T", "--device-bandwidth", "2TB/s"], "--device-bandwidth is the roofline's"),
+    (["--compute", "roofline", "--device-flops", "10T", "--device-bandwidth", "fast"], "cannot read 'fast'"),
+])
+def test_the_launcher_refuses_an_incomplete_or_unreadable_roofline(capsys, argv, words):
+    from kbthreads.torch.run import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--network", "latency=1us,bandwidth=1GB/s", *argv, "t.py"])
+    assert e.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+def test_the_launcher_runs_a_script_under_the_roofline(tmp_path):
+    import subprocess
+    import sys
+
+    from torch_helpers import child_env
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "x = torch.ones(256, 256)\n"
+        "y = torch.relu(x)\n"  # memory bound: 2 x 256 KiB at the bandwidth below
+        "dist.barrier()\n"
+    )
+    timeline = tmp_path / "t.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "kbthreads.torch.run", "--nproc-per-node", "2", "--network",
+         "latency=1us,bandwidth=1GB/s", "--compute", "roofline", "--device-flops", "1T", "--device-bandwidth",
+         "1GB/s", "--memory", "--summary", "--timeline", str(timeline), str(script)],
+        capture_output=True, text=True, timeout=240, env=child_env())
+    assert r.returncode == 0, r.stderr
+    assert "compute: roofline(device_flops=1000000000000.0, device_bandwidth=1000000000.0)" in r.stdout
+    assert "memory MiB" in r.stdout
+    import json
+
+    spans = [e for e in json.loads(timeline.read_text())["traceEvents"] if e.get("name") == "compute"]
+    # each rank: ones (writes 256 KiB) and relu (reads and writes 256 KiB): 3 x 256 KiB at 1 GB/s
+    assert sorted(e["pid"] for e in spans) == [0, 1]
+    assert all(math.isclose(e["dur"], 3 * 256 * 1024 * 1e6 / 1e9) for e in spans)

@@ -23,7 +23,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._args import INT_MAX
-from ._launch_units import FLOPS_UNITS, NETWORK_KEYS, NetworkSpec, UnitError, flops, network_spec
+from ._launch_units import (
+    BANDWIDTH_UNITS,
+    FLOPS_UNITS,
+    NETWORK_KEYS,
+    NetworkSpec,
+    UnitError,
+    bytes_per_second,
+    flops,
+    network_spec,
+)
 
 PROG = "kbthreads-torchrun"
 DEFAULT_MASTER_PORT = 29500
@@ -78,10 +87,22 @@ class LaunchPlan:
     timeline: str | None
     plot: str | None
     summary: bool
+    compute: str | None = None  # None: spawn's default (the FLOP model); "roofline"
+    device_bandwidth: float | None = None
+    memory: bool = False
 
     @property
     def world_size(self) -> int:
         return self.nnodes * self.nproc_per_node
+
+    def simulation(self) -> dict[str, Any]:
+        """spawn's compute and memory arguments (network aside)."""
+        return {
+            "device_flops": self.device_flops,
+            "compute": self.compute,
+            "device_bandwidth": self.device_bandwidth,
+            "memory": self.memory,
+        }
 
 
 def _pair(p: argparse._ActionsContainer, *names: str, **kw: Any) -> None:
@@ -134,6 +155,23 @@ def parser() -> argparse.ArgumentParser:
         "(e.g. latency=5us,bandwidth=25GB/s; ranks-per-node defaults to --nproc-per-node)",
     )
     k.add_argument("--device-flops", metavar="RATE", help=f"the simulated device's rate ({FLOPS_UNITS}; e.g. 10T)")
+    k.add_argument(
+        "--compute",
+        choices=("flops", "roofline"),
+        default=None,
+        help="the compute model: flops (FLOPs / --device-flops, the default) or roofline (each op the larger of "
+        "its FLOPs / --device-flops and its bytes / --device-bandwidth)",
+    )
+    k.add_argument(
+        "--device-bandwidth",
+        metavar="RATE",
+        help=f"the simulated device's memory bandwidth, for --compute roofline ({BANDWIDTH_UNITS}; e.g. 2TB/s)",
+    )
+    k.add_argument(
+        "--memory",
+        action="store_true",
+        help="keep each rank's memory by category: --summary's memory table, --timeline's memory tracks",
+    )
     k.add_argument("--timeline", metavar="FILE", help="write the run's timeline (Chrome trace events, Perfetto)")
     k.add_argument("--plot", metavar="FILE", help="write the run's timeline as an SVG chart")
     k.add_argument("--summary", action="store_true", help="print each rank's simulated compute and communication")
@@ -224,19 +262,27 @@ def parse(argv: Sequence[str]) -> LaunchPlan:
         p.error(f"--nnodes x --nproc-per-node is {nnodes * nproc} ranks, above the spawn's limit of {INT_MAX}")
     port = DEFAULT_MASTER_PORT if a.master_port is None else _int(p, "--master-port", a.master_port, 0, 65535)
 
-    network = device_flops = None
+    network = device_flops = bandwidth = None
     try:
         if a.network is not None:
             network = network_spec(a.network)
         if a.device_flops is not None:
             device_flops = flops(a.device_flops, "--device-flops")
+        if a.device_bandwidth is not None:
+            bandwidth = bytes_per_second(a.device_bandwidth, "--device-bandwidth")
     except UnitError as e:
         p.error(str(e))
+    if a.compute == "roofline" and (device_flops is None or bandwidth is None):
+        p.error("--compute roofline needs --device-flops and --device-bandwidth")
+    if bandwidth is not None and a.compute != "roofline":
+        p.error("--device-bandwidth is the roofline's: give --compute roofline")
     if network is None:
         needing = [
             o
             for o, v in (
                 ("--device-flops", a.device_flops),
+                ("--compute", a.compute),
+                ("--memory", a.memory or None),
                 ("--timeline", a.timeline),
                 ("--plot", a.plot),
                 ("--summary", a.summary or None),
@@ -268,4 +314,7 @@ def parse(argv: Sequence[str]) -> LaunchPlan:
         timeline=_output_file(p, "--timeline", a.timeline),
         plot=_output_file(p, "--plot", a.plot),
         summary=a.summary,
+        compute=a.compute,
+        device_bandwidth=bandwidth,
+        memory=a.memory,
     )

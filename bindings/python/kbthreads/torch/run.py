@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 environ=launch_variables(plan, os.environ),
                 argv=[program.argv0, *plan.script_args],
                 network=network_of(plan),
-                device_flops=plan.device_flops,
+                **plan.simulation(),
             )
     except SpawnException as e:
         sys.stdout.flush()
