@@ -14,7 +14,11 @@ implementation once, in an order rotated per round), so a change of machine
 load falls on all of them. Per step: rank 0's wall time over the timed
 steps (after warm-up steps and a barrier) divided by their count. Whole
 script: the wall time of the process, from exec to exit, for a script of
---script-steps steps (start-up, rendezvous and teardown included).
+--script-steps steps (start-up, rendezvous and teardown included), at N = 4,
+8 and 16. Intra-op threads: one (``torch.set_num_threads(1)``) in every
+cell, and the DDP step of kbthreads and the threaded group again with
+PyTorch's default (one per CPU): the threaded group's ranks can then overlap
+their matrix products on the CPUs, which one rank at a time cannot.
 
 The handoff cells (issue 53): a bare Python handoff (kbthreads.yield_) in a
 kbthreads.torch spawn whose ranks use torch's generator, ``random`` and
@@ -27,6 +31,7 @@ rank 0's wall time over the timed turns divided by turns x N.
 
     python bench/torch_bench.py [--ranks 2 4 8 16] [--reps 5] [--out results.json] [--report docs/bench-torch.md]
     python bench/torch_bench.py --handoff    # only the handoff cells (state swap on against off)
+    python bench/torch_bench.py --groups script threads   # some groups of cells only (GROUPS)
     python bench/torch_bench.py --smoke      # seconds: every cell once, tiny sizes (no time is judged)
 """
 from __future__ import annotations
@@ -49,6 +54,20 @@ HANDOFF_SIDES = ["state-on", "state-off"]  # kbthreads.torch's per-rank process 
 HANDOFF_WORKLOADS = ["yield", "draw+yield"]
 HANDOFF_RANKS = [2, 8, 64]
 HANDOFF_TOTAL = 100_000  # timed handoffs per measurement: turns = HANDOFF_TOTAL // N
+SCRIPT_RANKS = [4, 8, 16]
+THREAD_IMPLS = ["kbthreads", "threaded"]  # the DDP step again with PyTorch's default intra-op threads
+DEFAULT_THREADS = "ddp-default-threads"  # those cells' workload name
+# the groups of cells: per step (one intra-op thread), the DDP step with the
+# default threads, the whole script, the handoff
+GROUPS = ["step", "threads", "script", "handoff"]
+THREADS_VAR = "KB_TORCH_BENCH_THREADS"  # "default": leave torch's intra-op threads as they are
+
+
+def _set_threads() -> None:
+    import torch
+
+    if os.environ.get(THREADS_VAR) != "default":
+        torch.set_num_threads(1)
 
 
 # ---- the child: one measurement ------------------------------------------------------------------
@@ -148,10 +167,9 @@ def _threaded(n: int, workload: str, warm: int, steps: int, out: str) -> None:
 
 
 def _gloo_rank(rank: int, n: int, workload: str, warm: int, steps: int, out: str) -> None:
-    import torch
     import torch.distributed as dist
 
-    torch.set_num_threads(1)
+    _set_threads()
     dist.init_process_group("gloo", rank=rank, world_size=n)
     res: dict = {}
     _body(rank, n, workload, warm, steps, res)
@@ -208,9 +226,7 @@ def _handoff(n: int, workload: str, warm: int, turns: int, out: str, state: bool
 
 def child(argv: list[str]) -> None:
     impl, n, workload, warm, steps, out = argv[0], int(argv[1]), argv[2], int(argv[3]), int(argv[4]), argv[5]
-    import torch
-
-    torch.set_num_threads(1)
+    _set_threads()
     if impl in HANDOFF_SIDES:
         _handoff(n, workload, warm, steps, out, impl == "state-on")
         return
@@ -219,12 +235,13 @@ def child(argv: list[str]) -> None:
 
 
 # ---- the parent: the matrix, interleaved ---------------------------------------------------------
-def measure(impl: str, n: int, workload: str, warm: int, steps: int, tmp: Path) -> dict:
+def measure(impl: str, n: int, workload: str, warm: int, steps: int, tmp: Path, threads: str = "1") -> dict:
     out = tmp / f"{impl}-{n}-{workload}.json"
     out.unlink(missing_ok=True)
+    env = dict(os.environ, **{THREADS_VAR: threads})
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, __file__, "--child", impl, str(n), workload, str(warm), str(steps), str(out)],
-                       capture_output=True, text=True, timeout=900)
+                       capture_output=True, text=True, timeout=900, env=env)
     wall = time.perf_counter() - t0
     if r.returncode != 0 or not out.exists():
         return {"error": (r.stderr or r.stdout)[-2000:]}
@@ -252,34 +269,36 @@ def run_handoff(cells: dict, ranks: list[int], reps: int, total: int, tmp: Path)
 
 
 def run(ranks: list[int], reps: int, warm: int, steps: int, script_steps: int, tmp: Path,
-        handoff_ranks: list[int], handoff_total: int, only_handoff: bool = False) -> dict:
+        handoff_ranks: list[int], handoff_total: int, groups: list[str], script_ranks: list[int]) -> dict:
     cells: dict = {}
     start_load = loadavg()
-    if only_handoff:
+
+    def interleaved(key: str, impls: list[str], rep: int, n: int, workload: str, w: int, st: int,
+                    threads: str = "1") -> None:
+        for impl in impls[rep % len(impls):] + impls[: rep % len(impls)]:
+            m = measure(impl, n, workload, w, st, tmp, threads)
+            cells.setdefault(f"{key}/{n}/{impl}", []).append(m)
+            shown = (f"per step {m['per_step'] * 1e3:8.3f} ms" if key != "script" and "per_step" in m
+                     else f"script {m['script']:.2f} s" if "script" in m else "FAILED")
+            print(f"rep {rep} {key:19} N={n:<3} {impl:15} {shown}", flush=True)
+
+    for rep in range(reps):
+        for n in ranks:
+            if "step" in groups:
+                for workload in WORKLOADS:
+                    interleaved(workload, IMPLS + [TIMED] if workload == "ddp" else IMPLS, rep, n, workload,
+                                warm, steps)
+            if "threads" in groups:
+                interleaved(DEFAULT_THREADS, THREAD_IMPLS, rep, n, "ddp", warm, steps, "default")
+    # the whole script: a DDP script of script_steps steps, start-up included
+    if "script" in groups:
+        for rep in range(reps):
+            for n in script_ranks:
+                interleaved("script", IMPLS, rep, n, "ddp", 0, script_steps)
+    if "handoff" in groups:
         run_handoff(cells, handoff_ranks, reps, handoff_total, tmp)
-        return {"load_start": start_load, "load_end": loadavg(), "reps": reps, "warm": warm, "steps": steps,
-                "script_steps": script_steps, "cells": cells, "torch": _torch_version()}
-    for rep in range(reps):
-        for workload in WORKLOADS:
-            for n in ranks:
-                impls = IMPLS + [TIMED] if workload == "ddp" else IMPLS
-                order = impls[rep % len(impls):] + impls[: rep % len(impls)]
-                for impl in order:
-                    m = measure(impl, n, workload, warm, steps, tmp)
-                    cells.setdefault(f"{workload}/{n}/{impl}", []).append(m)
-                    print(f"rep {rep} {workload:9} N={n:<3} {impl:15} "
-                          + (f"per step {m['per_step'] * 1e3:8.3f} ms" if "per_step" in m else "FAILED"),
-                          flush=True)
-    # the whole script at N=4: a DDP script of script_steps steps, start-up included
-    for rep in range(reps):
-        for impl in IMPLS[rep % 3:] + IMPLS[: rep % 3]:
-            m = measure(impl, 4, "ddp", 0, script_steps, tmp)
-            cells.setdefault(f"script/4/{impl}", []).append(m)
-            print(f"rep {rep} script    N=4   {impl:9} " + (f"{m['script']:.2f} s" if "script" in m else "FAILED"),
-                  flush=True)
-    run_handoff(cells, handoff_ranks, reps, handoff_total, tmp)
     return {"load_start": start_load, "load_end": loadavg(), "reps": reps, "warm": warm, "steps": steps,
-            "script_steps": script_steps, "cells": cells, "torch": _torch_version()}
+            "script_steps": script_steps, "cells": cells, "torch": _torch_version(), "ncpu": os.cpu_count()}
 
 
 def _torch_version() -> str:
@@ -322,6 +341,105 @@ def report_handoff(data: dict) -> list[str]:
     return lines
 
 
+def _ms(x: float | None) -> str:
+    return "failed" if x is None else f"{x * 1e3:.2f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None else f"{a / b:.2f}x"
+
+
+def _ranks(cells: dict, key: str) -> list[int]:
+    return sorted({int(k.split("/")[1]) for k in cells if k.startswith(key + "/")})
+
+
+def report_steps(data: dict) -> list[str]:
+    """Per step, one intra-op thread: the three implementations, and what simulated time costs."""
+    cells = data["cells"]
+    ranks = sorted(set(_ranks(cells, "ddp")) | set(_ranks(cells, "allreduce")))
+    if not ranks:
+        return []
+    lines = [
+        "",
+        "## Per step",
+        "",
+        f"Rank 0's wall time over {data['steps']} steps after {data['warm']} warm-up steps, one intra-op thread "
+        "(`torch.set_num_threads(1)`). The DDP step trains a 256-1024-256 MLP (0.5 M parameters, batch 32 per "
+        "rank); the all-reduce sums 1 MiB of float32.",
+        "",
+        "| workload | N | kbthreads ms | threaded ms | gloo ms | kbthreads / threaded | gloo / kbthreads |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for workload in WORKLOADS:
+        for n in ranks:
+            v = {i: _median(cells.get(f"{workload}/{n}/{i}", []), "per_step") for i in IMPLS}
+            lines.append(f"| {workload} | {n} | {_ms(v['kbthreads'])} | {_ms(v['threaded'])} | {_ms(v['gloo'])} | "
+                         f"{_ratio(v['kbthreads'], v['threaded'])} | {_ratio(v['gloo'], v['kbthreads'])} |")
+    lines += [
+        "",
+        "What simulated time costs (`network=`, FLOP counting in every rank): the same DDP step with and without it.",
+        "",
+        "| N | kbthreads ms | with simulated time ms | ratio |",
+        "|---|---|---|---|",
+    ]
+    for n in ranks:
+        a = _median(cells.get(f"ddp/{n}/kbthreads", []), "per_step")
+        b = _median(cells.get(f"ddp/{n}/{TIMED}", []), "per_step")
+        lines.append(f"| {n} | {_ms(a)} | {_ms(b)} | {_ratio(b, a)} |")
+    return lines
+
+
+def report_threads(data: dict) -> list[str]:
+    """The DDP step against the threaded group with one intra-op thread and with PyTorch's default."""
+    cells = data["cells"]
+    ranks = _ranks(cells, DEFAULT_THREADS)
+    if not ranks:
+        return []
+    lines = [
+        "",
+        "## The DDP step against PyTorch's threaded group, by intra-op threads",
+        "",
+        f"The DDP step per step with one intra-op thread (the cells above) and with PyTorch's default "
+        f"({data.get('ncpu', '?')} here, one per CPU). Target: kbthreads within 1.5x of the threaded group with "
+        "the default, at every N.",
+        "",
+        "| N | kbthreads ms, 1 | threaded ms, 1 | ratio, 1 | kbthreads ms, default | threaded ms, default "
+        "| ratio, default |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n in ranks:
+        k1 = _median(cells.get(f"ddp/{n}/kbthreads", []), "per_step")
+        t1 = _median(cells.get(f"ddp/{n}/threaded", []), "per_step")
+        kd = _median(cells.get(f"{DEFAULT_THREADS}/{n}/kbthreads", []), "per_step")
+        td = _median(cells.get(f"{DEFAULT_THREADS}/{n}/threaded", []), "per_step")
+        lines.append(f"| {n} | {_ms(k1)} | {_ms(t1)} | {_ratio(k1, t1)} | {_ms(kd)} | {_ms(td)} | {_ratio(kd, td)} |")
+    return lines
+
+
+def report_script(data: dict) -> list[str]:
+    """The whole script, from exec to exit, at each N."""
+    cells = data["cells"]
+    ranks = _ranks(cells, "script")
+    if not ranks:
+        return []
+    lines = [
+        "",
+        "## The whole script",
+        "",
+        f"A DDP script of {data['script_steps']} steps, from exec to exit: interpreter and torch start-up, "
+        "rendezvous, training, teardown (one process for kbthreads and the threaded group, N + 1 for gloo). "
+        "Target: gloo processes at least 3x slower than kbthreads at N = 8 and 16.",
+        "",
+        "| N | kbthreads s | threaded s | gloo s | gloo / kbthreads |",
+        "|---|---|---|---|---|",
+    ]
+    for n in ranks:
+        v = {i: _median(cells.get(f"script/{n}/{i}", []), "script") for i in IMPLS}
+        lines.append(f"| {n} | " + " | ".join("failed" if v[i] is None else f"{v[i]:.2f}" for i in IMPLS)
+                     + f" | {_ratio(v['gloo'], v['kbthreads'])} |")
+    return lines
+
+
 def report(data: dict) -> str:
     cells = data["cells"]
     if not any(not k.startswith("handoff/") for k in cells):  # a --handoff run
@@ -333,55 +451,16 @@ def report(data: dict) -> str:
         "# torch.distributed on kbthreads and its peers",
         "",
         "Made by `make bench-torch` (part of `make bench`; `bench/torch_bench.py`). Medians of "
-        f"{data['reps']} processes per cell, the implementations interleaved (each round runs all three, in an "
-        f"order rotated per round); PyTorch {data['torch']}, CPU, `torch.set_num_threads(1)`. Load average "
+        f"{data['reps']} processes per cell, the implementations interleaved (each round runs all of them, in an "
+        f"order rotated per round); PyTorch {data['torch']}, CPU, {data.get('ncpu', '?')} CPUs. Load average "
         f"{data['load_start']:.2f} at the start, {data['load_end']:.2f} at the end.",
         "",
         "- **kbthreads**: `kbthreads.torch.spawn`, one rank running at a time, deterministic.",
         "- **threaded**: PyTorch's threaded test group (`multi_threaded_pg`), N threads racing for the GIL.",
-        "- **gloo**: `torch.multiprocessing.spawn`, N processes on loopback (2 CPUs here).",
-        "",
-        f"Per step: rank 0's wall time over {data['steps']} steps after {data['warm']} warm-up steps. The DDP step "
-        "trains a 256-1024-256 MLP (0.5 M parameters, batch 32 per rank); the all-reduce sums 1 MiB of float32.",
-        "",
-        "| workload | N | kbthreads ms | threaded ms | gloo ms | kbthreads / threaded | gloo / kbthreads |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    ranks = sorted({int(k.split("/")[1]) for k in cells if not k.startswith(("script", "handoff"))})
-    for workload in WORKLOADS:
-        for n in ranks:
-            v = {i: _median(cells.get(f"{workload}/{n}/{i}", []), "per_step") for i in IMPLS}
-
-            def ms(x: float | None) -> str:
-                return "failed" if x is None else f"{x * 1e3:.2f}"
-
-            def ratio(a: float | None, b: float | None) -> str:
-                return "-" if a is None or b is None else f"{a / b:.2f}x"
-
-            lines.append(f"| {workload} | {n} | {ms(v['kbthreads'])} | {ms(v['threaded'])} | {ms(v['gloo'])} | "
-                         f"{ratio(v['kbthreads'], v['threaded'])} | {ratio(v['gloo'], v['kbthreads'])} |")
-    lines += [
-        "",
-        "What simulated time costs (`network=`, FLOP counting in every rank): the same DDP step with and without it.",
-        "",
-        "| N | kbthreads ms | with simulated time ms | ratio |",
-        "|---|---|---|---|",
-    ]
-    for n in ranks:
-        a = _median(cells.get(f"ddp/{n}/kbthreads", []), "per_step")
-        b = _median(cells.get(f"ddp/{n}/{TIMED}", []), "per_step")
-        lines.append(f"| {n} | {'-' if a is None else f'{a * 1e3:.2f}'} | {'-' if b is None else f'{b * 1e3:.2f}'} | "
-                     f"{'-' if a is None or b is None else f'{b / a:.2f}x'} |")
-    s = {i: _median(cells.get(f"script/4/{i}", []), "script") for i in IMPLS}
-    lines += [
-        "",
-        f"The whole script at N = 4 (a DDP script of {data['script_steps']} steps, from exec to exit: interpreter "
-        "and torch start-up, rendezvous, training, teardown):",
-        "",
-        "| kbthreads s | threaded s | gloo s | gloo / kbthreads |",
-        "|---|---|---|---|",
-        "| " + " | ".join("failed" if s[i] is None else f"{s[i]:.2f}" for i in IMPLS) + " | "
-        + ("-" if None in (s["gloo"], s["kbthreads"]) else f"{s['gloo'] / s['kbthreads']:.2f}x") + " |",
+        "- **gloo**: `torch.multiprocessing.spawn`, N processes on loopback.",
+        *report_steps(data),
+        *report_threads(data),
+        *report_script(data),
         *report_handoff(data),
         "",
     ]
@@ -402,6 +481,8 @@ def main() -> None:
     p.add_argument("--report", default=None, help="write the markdown report here")
     p.add_argument("--from-json", default=None, help="report from an earlier --out without running")
     p.add_argument("--smoke", action="store_true", help="every cell once with tiny sizes: proves it runs")
+    p.add_argument("--groups", nargs="+", choices=GROUPS, default=GROUPS, help="which groups of cells to run")
+    p.add_argument("--script-ranks", type=int, nargs="+", default=SCRIPT_RANKS)
     p.add_argument("--handoff", action="store_true",
                    help="only the handoff cells: a bare handoff with the per-rank process state on and off")
     p.add_argument("--handoff-ranks", type=int, nargs="+", default=HANDOFF_RANKS)
@@ -411,13 +492,13 @@ def main() -> None:
         data = json.loads(Path(a.from_json).read_text())
     else:
         if a.smoke:
-            a.ranks, a.reps, a.warm, a.steps, a.script_steps = [2], 1, 1, 2, 2
+            a.ranks, a.reps, a.warm, a.steps, a.script_steps, a.script_ranks = [2], 1, 1, 2, 2, [2]
             a.handoff_ranks, a.handoff_total = [2], 200
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
             data = run(a.ranks, a.reps, a.warm, a.steps, a.script_steps, Path(tmp), a.handoff_ranks,
-                       a.handoff_total, a.handoff)
+                       a.handoff_total, ["handoff"] if a.handoff else a.groups, a.script_ranks)
         if a.out:
             Path(a.out).write_text(json.dumps(data, indent=1))
     failed = [k for k, ms in data["cells"].items() if any("error" in m for m in ms)]
