@@ -110,8 +110,9 @@ class RankMemory:
                 self.peak = dict(self.current)
 
     def label(self, t: Any, category: str) -> None:
-        """t's storage is of category from now on (counted if new)."""
-        if not isinstance(t, torch.Tensor):
+        """t's storage is of category from now on (counted if new); nothing
+        once the rank ended (a parameter's hooks outlive it)."""
+        if self.mode is None or not isinstance(t, torch.Tensor):
             return
         st = _storage(t)
         if st is None:
