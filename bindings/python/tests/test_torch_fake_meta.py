@@ -361,6 +361,38 @@ def _tp_training(data: str) -> Callable[[int], None]:
     return body
 
 
+def _fsdp2_tp_training(data: str) -> Callable[[int], None]:
+    """Two steps of the MLP on a 2 x 4 mesh: tensor parallel within 4 ranks,
+    FSDP2 across 2. fully_shard runs outside the FakeTensorMode: on
+    parameters that are DTensors it makes a mesh of the two (its ranks a
+    tensor cut from the root mesh's), and a FakeTensorMode refuses that op
+    on a real tensor (PyTorch's fake group fails the same way)."""
+
+    def body(rank: int) -> None:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        dist.init_process_group("gloo")
+        mesh = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"))
+        dp, tp = mesh["dp"], mesh["tp"]
+        mode = FakeTensorMode() if data == "fake" else contextlib.nullcontext()
+        with mode:
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
+            parallelize_module(model, tp, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        fully_shard(model, mesh=dp)
+        with mode:
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for _ in range(2):
+                model(torch.randn(8, 16)).sum().backward()
+                opt.step()
+                opt.zero_grad()
+        dist.destroy_process_group()
+
+    return body
+
+
 def _fake_against_real(program: Callable[[str], Callable[[int], None]], device_flops: float | None) -> Any:
     """program's collectives (count and bytes per kind) and simulated time
     at 8 ranks, on fake tensors and on real ones."""
@@ -389,4 +421,11 @@ def test_tensor_parallelism_on_fake_tensors_at_8_ranks_makes_the_collectives_byt
     runs = _fake_against_real(_tp_training, device_flops)
     collectives, time = runs["real"]
     assert collectives["all_reduce"]["count"] == 2  # RowwiseParallel's output, one per step: functional
+    assert runs["fake"] == (collectives, time)
+
+
+def test_fsdp2_with_tensor_parallelism_on_fake_tensors_at_8_ranks_matches_its_real_run() -> None:
+    runs = _fake_against_real(_fsdp2_tp_training, 1e9)
+    collectives, time = runs["real"]
+    assert {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"} <= set(collectives)
     assert runs["fake"] == (collectives, time)
