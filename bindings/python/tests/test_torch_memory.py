@@ -148,6 +148,31 @@ def test_the_timeline_has_a_memory_track_per_rank_at_its_events():
         assert max(highs) == run.summary()["ranks"][rank]["memory"]["peak"]["total"]
 
 
+def _dtensor_matmul(rank, seen):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (2,))
+    a = distribute_tensor(torch.randn(64, 32), mesh, [Shard(0)])
+    b = distribute_tensor(torch.randn(32, 16), mesh, [Replicate()])
+    if seen is None:  # a run without memory=True
+        a @ b
+        return
+    before = kbt.sim_memory()["current"]["total"]
+    c = a @ b
+    seen[rank] = (kbt.sim_memory()["current"]["total"] - before, c.to_local().numel() * 4)
+
+
+def test_memory_counts_a_dtensor_ops_local_result_and_leaves_its_flop_count_as_it_was():
+    seen = {}
+    with_memory = kbt.spawn(_dtensor_matmul, args=(seen,), nprocs=2, network=NET, device_flops=1e12, memory=True)
+    without = kbt.spawn(_dtensor_matmul, args=(None,), nprocs=2, network=NET, device_flops=1e12)
+    for rank in (0, 1):
+        assert seen[rank][0] == seen[rank][1] > 0  # the local (32, 16) result's bytes
+        assert with_memory.summary()["ranks"][rank]["flops"] == without.summary()["ranks"][rank]["flops"] > 0
+
+
 def test_without_memory_the_summary_has_none():
     run = kbt.spawn(_two_phases, nprocs=2, network=NET)
     assert all("memory" not in s for s in run.summary()["ranks"].values())

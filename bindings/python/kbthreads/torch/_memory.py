@@ -205,7 +205,13 @@ class RankMemory:
 class MemoryMode(_flops.CodeMarked, _compat.DispatchMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is untyped
     """Runs every op of the rank and hands its results to ``saw``. An op on
     a wrapper subclass (DTensor) is left to the subclass, whose ops on its
-    inner tensors then come back here: those are what allocate."""
+    inner tensors then come back here: those are what allocate.
+
+    It sits below the FLOP counter's mode on the rank's stack: the counter
+    sees a DTensor op (and counts it at its global shapes, as
+    FlopCounterMode does) and its local ops then reach this mode only.
+    Above the counter, the NotImplemented here would hand the counter the
+    local ops too, and it would count both."""
 
     def __init__(self, saw: Callable[[Any], None]) -> None:
         super().__init__()  # type: ignore[no-untyped-call]

@@ -54,11 +54,11 @@ class Timing:
     def begin_rank(self, rank: int) -> None:
         c = self.clocks[rank]
         c.cpu_seen = time.thread_time()
-        c.counter = self.model.start_counter()
-        if self.memory:  # its mode above the counter's: the two leave the rank's mode stack in turn
+        if self.memory:  # its mode below the counter's (see _memory.MemoryMode)
             c.memory = _memory.RankMemory()
             c.memory.start()
             self._sample(c)
+        c.counter = self.model.start_counter()
 
     def end_rank(self, rank: int) -> None:
         c = self.clocks[rank]
@@ -67,13 +67,13 @@ class Timing:
             if c.memory is not None:
                 gc.collect()  # storages the rank left in reference cycles: freed, not final
             self._account(c)
-        finally:
-            if c.memory is not None:
-                c.memory.stop()
-                c.final_memory = c.memory.snapshot()
+        finally:  # the modes leave the rank's mode stack in the order they entered it, reversed
             if c.counter is not None:
                 _flops.stop_counter(c.counter)
                 c.counter = None
+            if c.memory is not None:
+                c.memory.stop()
+                c.final_memory = c.memory.snapshot()
 
     def _sample(self, c: Clock) -> None:
         """The memory track's point at c's clock: the rank's bytes by
