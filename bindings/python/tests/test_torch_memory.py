@@ -140,8 +140,8 @@ def test_the_timeline_has_a_memory_track_per_rank_at_its_events():
                   and e["pid"] == rank]
         highs = [e["args"]["bytes"] for e in ev if e.get("ph") == "C" and e["name"] == "memory high-water"
                  and e["pid"] == rank]
-        # points at the start, each barrier's arrival and wait, the end
-        assert len(points) == 6 and points[0] == 0
+        # points at the start, each barrier's arrival and wait, the rank's end, the spawn's end
+        assert len(points) == 7 and points[0] == 0
         assert points[1] == seen[rank][0] >= 4096 and points[3] == seen[rank][1] >= 1024
         assert seen[rank][0] - seen[rank][1] == 4096 - 1024  # x freed, y made
         assert points[-1] == run.summary()["ranks"][rank]["memory"]["final"]["activations"]

@@ -64,8 +64,6 @@ class Timing:
         c = self.clocks[rank]
         try:
             self._settle_deferred(c)
-            if c.memory is not None:
-                gc.collect()  # storages the rank left in reference cycles: freed, not final
             self._account(c)
         finally:  # the modes leave the rank's mode stack in the order they entered it, reversed
             if c.counter is not None:
@@ -73,7 +71,19 @@ class Timing:
                 c.counter = None
             if c.memory is not None:
                 c.memory.stop()
+
+    def end_spawn(self) -> None:
+        """After every rank ended and the spawn let go of their state: each
+        rank's final memory, what its storages left allocated, once garbage
+        in reference cycles is collected (one collection for all ranks: the
+        frees still reach each rank's count)."""
+        if not self.memory:
+            return
+        gc.collect()
+        for c in self.clocks:
+            if c.memory is not None:
                 c.final_memory = c.memory.snapshot()
+                self._sample(c)
 
     def _sample(self, c: Clock) -> None:
         """The memory track's point at c's clock: the rank's bytes by

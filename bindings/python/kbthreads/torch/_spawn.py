@@ -192,6 +192,7 @@ def spawn(
                 _finish(launch)
         finally:
             ctx.engine = saved
+        timing.end_spawn()
         return SimRun(timing)
 
     _begin(launch)

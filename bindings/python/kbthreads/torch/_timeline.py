@@ -35,7 +35,7 @@ class Clock:
     moved_seen: int = 0
     moved: int = 0
     memory: Any = None  # the rank's _memory.RankMemory (memory=True)
-    final_memory: dict[str, dict[str, int]] | None = None  # its snapshot at the rank's end
+    final_memory: dict[str, dict[str, int]] | None = None  # its snapshot once the spawn ended
     sampled_at: float = 0.0  # the time of its previous memory point
     deferred: list[Any] = field(default_factory=list)  # handles waited at the end of this backward
     hooked_task: int = -1
