@@ -159,6 +159,10 @@ demo-torch: build venv
 	  --nproc-per-node 4 examples/torchrun_train.py
 	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python examples/ddp_predict.py \
 	  --timeline $(BUILD)/ddp_predict.json --plot $(BUILD)/ddp_predict.svg
+	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python examples/llama_dryrun.py \
+	  --real --dp 2 --tp 2 --pp 2 --dim 32 --heads 4 --kv-heads 2 --ffn 64 --vocab 64 --seq 16 --steps 2 --no-sim
+	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python examples/llama_dryrun.py \
+	  --dp 2 --tp 2 --pp 2 --timeline $(BUILD)/llama_dryrun.json --plot $(BUILD)/llama_dryrun.svg
 
 # kbthreads-explore on the planted order bug of tests/explore/explore_target.c
 # (docs/scheduling.md): it must find it (exit status 1), and the printed
