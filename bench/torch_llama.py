@@ -11,7 +11,7 @@ the ranks; the load average before each run, because these figures move
 with the machine's load. No figure is judged: this prints them.
 
     python bench/torch_llama.py [--ranks 64 256 1024] [--layers-per-stage 1] [--out results.json]
-    python bench/torch_llama.py --ranks 64 --profile prof.txt   # py-spy's samples of the 64-rank run, summarised
+    python bench/torch_llama.py --ranks 64 --profile prof.txt   # where the 64-rank run's time goes (sampled)
 
 Layouts: tp 8 (a node), pp 4, dp = ranks / 32 (64: dp 2; 256: dp 8; 1,024:
 dp 32). The layer count per stage is reduced (default 1: four blocks, not
@@ -24,13 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama_dryrun.py"
@@ -52,11 +52,8 @@ def command(ranks: int, layers: int) -> list[str]:
 def measure(ranks: int, layers: int, profile: str | None) -> dict[str, object]:
     """One run in a child process: wall time, peak RSS, its printout."""
     cmd = command(ranks, layers)
-    raw = None
-    if profile:
-        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-        raw = profile + ".raw"
-        cmd = [spy, "record", "--format", "raw", "--rate", "20", "--threads", "--output", raw, "--", *cmd]
+    if profile:  # the same run under the sampler below, in the child
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--sample", profile, "--", *cmd[1:]]
     load = os.getloadavg()[0]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.monotonic()
@@ -80,56 +77,92 @@ def measure(ranks: int, layers: int, profile: str | None) -> dict[str, object]:
         "load_before": load,
         "predicted": step.split("(")[0].replace("predicted step time", "").strip(),
     }
-    if raw is not None:
-        result["profile"] = summarise(raw, profile or "")
+    if profile:
+        result["profile"] = Path(profile).read_text()
     return result
 
 
-def summarise(raw: str, out: str) -> str:
-    """py-spy's raw samples (one line per distinct stack: frames; count)
-    summed by the innermost frame's module family, and the top functions by
-    own samples, written to ``out`` and returned."""
+def sample(out: str, argv: list[str]) -> int:
+    """Run the script ``argv`` here under a sampling profiler: a thread that
+    every 10 ms reads every thread's Python stack (sys._current_frames).
+    Ranks run one at a time; the others are parked, so a stack whose
+    innermost frame and line another thread shares is a parked one and is
+    not counted, nor the driver (the main thread) waiting in its join. py-spy stops the
+    process for each sample, which at 64 threads slowed the run tenfold;
+    this costs the run one thread's share of the GIL."""
+    import runpy
+    import threading
+
     own: Counter[str] = Counter()
-    family: Counter[str] = Counter()
-    total = 0
-    for line in Path(raw).read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not n.isdigit():
-            continue
-        frames = stack.split(";")
-        count = int(n)
-        total += count
-        own[frames[-1]] += count
-        family[_family(frames)] += count
-    lines = [f"{total} samples (20 per second, every thread)", "", "by where the innermost frame is:"]
-    lines += [f"  {100 * c / total:5.1f}%  {k}" for k, c in family.most_common()]
-    lines += ["", "top functions by own samples:"]
-    lines += [f"  {100 * c / total:5.1f}%  {k}" for k, c in own.most_common(25)]
-    text = "\n".join(lines)
-    Path(out).write_text(text + "\n")
-    return text
+    inside: Counter[str] = Counter()
+    nearest: Counter[str] = Counter()
+    counted = [0, 0]  # samples, samples with a running stack
+    done = threading.Event()
+    main = threading.get_ident()
+
+    def name(f: Any) -> str:
+        return f"{f.f_code.co_name} ({f.f_code.co_filename.split('site-packages/')[-1]}:{f.f_lineno})"
+
+    def loop() -> None:
+        me = threading.get_ident()
+        while not done.wait(0.01):
+            frames = {t: f for t, f in sys._current_frames().items() if t != me}
+            sites = Counter((f.f_code, f.f_lineno) for f in frames.values())
+            counted[0] += 1
+            for t, f in frames.items():
+                if sites[f.f_code, f.f_lineno] > 1 or (t == main and "kbthreads/_run.py" in f.f_code.co_filename):
+                    continue  # parked: two ranks never run at once; the driver waiting for a round
+                counted[1] += 1
+                own[name(f)] += 1
+                files = []
+                g = f
+                while g is not None:
+                    if not any(b in g.f_code.co_filename for b in BASE):
+                        files.append(g.f_code.co_filename)
+                    g = g.f_back
+                for label, marker in FAMILIES:
+                    if any(marker in x for x in files):
+                        inside[label] += 1
+                near = next((label for x in files for label, marker in FAMILIES if marker in x), "other")
+                nearest[near] += 1
+
+    t = threading.Thread(target=loop, daemon=True)
+    sys.argv = argv
+    t.start()
+    try:
+        runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as e:
+        status = int(e.code or 0) if not isinstance(e.code, str) else 1
+    else:
+        status = 0
+    done.set()
+    t.join()
+    n = max(counted[1], 1)
+    lines = [f"{counted[0]} samples every 10 ms, {counted[1]} of a running stack", "",
+             "share of the running samples whose stack is inside (a sample counts in each it is inside):"]
+    lines += [f"  {100 * c / n:5.1f}%  {k}" for k, c in inside.most_common()]
+    lines += ["", "by the nearest of those frames to the innermost (each sample once):"]
+    lines += [f"  {100 * c / n:5.1f}%  {k}" for k, c in nearest.most_common()]
+    lines += ["", "top functions by own samples (the innermost frame):"]
+    lines += [f"  {100 * c / n:5.1f}%  {k}" for k, c in own.most_common(25)]
+    Path(out).write_text("\n".join(lines) + "\n")
+    return status
 
 
+# The frames every rank's stack starts with (the spawn's entry): not counted as being inside kbthreads.
+BASE = ("kbthreads/_run.py", "kbthreads/torch/_spawn.py", "kbthreads/_context.py")
 FAMILIES = [
-    ("kbthreads (scheduler, collectives, simulated time)", "kbthreads/"),
-    ("fake tensors", "_subclasses/"),
-    ("DTensor (sharding, redistribution)", "distributed/tensor/"),
-    ("FSDP2", "distributed/fsdp/"),
-    ("pipelining", "distributed/pipelining/"),
-    ("autograd", "autograd/"),
-    ("dispatch and other torch", "torch/"),
-    ("the example", "examples/"),
+    ("kbthreads (collectives, simulated time, FLOP and memory modes)", "kbthreads/"),
+    ("fake tensors", "torch/_subclasses/"),
+    ("DTensor (sharding propagation, redistribution)", "torch/distributed/tensor/"),
+    ("FSDP2", "torch/distributed/fsdp/"),
+    ("pipelining", "torch/distributed/pipelining/"),
+    ("autograd (backward)", "torch/autograd/"),
+    ("torch's FLOP counter", "torch/utils/flop_counter"),
+    ("the model", "examples/llama_model.py"),
+    ("optimizer", "torch/optim/"),
+    ("DeviceMesh, process groups", "torch/distributed/device_mesh"),
 ]
-
-
-def _family(frames: list[str]) -> str:
-    """The family of the innermost frame that is Python (py-spy names a
-    frame 'function (file:line)'); a thread waiting in C counts as idle."""
-    for f in reversed(frames):
-        for name, marker in FAMILIES:
-            if marker in f:
-                return name
-    return "other (C, waiting)"
 
 
 def table(results: list[dict[str, object]]) -> str:
@@ -149,11 +182,13 @@ def table(results: list[dict[str, object]]) -> str:
 
 
 def main() -> int:
+    if len(sys.argv) > 3 and sys.argv[1] == "--sample" and sys.argv[3] == "--":
+        return sample(sys.argv[2], sys.argv[4:])
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
     p.add_argument("--layers-per-stage", type=int, default=1)
     p.add_argument("--out", help="write the results as JSON here")
-    p.add_argument("--profile", help="run under py-spy and write its summary here (use with one size)")
+    p.add_argument("--profile", help="run under a sampling profiler, its summary written here (use with one size)")
     a = p.parse_args()
     for n in a.ranks:
         layout(n)
@@ -165,7 +200,7 @@ def main() -> int:
     print(table(results))
     for r in results:
         if "profile" in r:
-            print(f"\nwhere the time goes at {r['ranks']} ranks (py-spy):\n{r['profile']}")
+            print(f"\nwhere the time goes at {r['ranks']} ranks (sampled):\n{r['profile']}")
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
     return 0
