@@ -19,8 +19,15 @@ def dtype_name(t: torch.Tensor) -> str:
 def is_abstract(t: torch.Tensor) -> bool:
     """True for a tensor that holds no values: a meta tensor, or a fake
     tensor (a FakeTensorMode's, whose storage, behind the device it reports,
-    is a meta storage). A collective of them reads and writes nothing."""
-    return t.is_meta or t.untyped_storage().device.type == "meta"
+    is a meta storage). A collective of them reads and writes nothing. A
+    tensor whose storage cannot be asked for (some wrapper subclasses) is
+    taken as real, as before fake tensors were told apart."""
+    if t.is_meta:
+        return True
+    try:
+        return t.untyped_storage().device.type == "meta"
+    except (RuntimeError, NotImplementedError):
+        return False
 
 
 def tensor_data(t: torch.Tensor) -> str:
