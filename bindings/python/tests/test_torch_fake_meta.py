@@ -84,6 +84,50 @@ def described(t: Any) -> tuple[Any, ...]:
     return (kind, tuple(t.shape), t.dtype)
 
 
+def test_is_abstract_tells_meta_and_fake_tensors_from_real_ones() -> None:
+    with FakeTensorMode():
+        fake = torch.ones(2)
+    assert (is_abstract(torch.ones(2)), is_abstract(torch.ones(2, device="meta")), is_abstract(fake)) == (
+        False,
+        True,
+        True,
+    )
+
+
+def test_outside_kbthreads_the_functional_collectives_keep_pytorchs_shapes() -> None:
+    """Once kbthreads registered its shape functions (at its first group),
+    PyTorch's own fake group on one rank, in a process of its own, still
+    gets PyTorch's output shapes from each functional collective."""
+    import subprocess
+    import sys
+
+    from torch_helpers import child_env
+
+    code = """
+import torch, torch.distributed as dist
+import kbthreads.torch as kbt
+import torch.distributed._functional_collectives as funcol
+import torch.testing._internal.distributed.fake_pg
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+def body(rank):
+    dist.init_process_group("gloo")
+    dist.destroy_process_group()
+
+kbt.spawn(body, nprocs=1)  # the first kbthreads group registers the shape functions
+dist.init_process_group("fake", rank=0, world_size=4, store=dist.HashStore())
+g = dist.group.WORLD
+with FakeTensorMode():
+    x = torch.ones(8, 3)
+    outs = [funcol.all_reduce(x, "sum", g), funcol.all_gather_tensor(x, 0, g),
+            funcol.reduce_scatter_tensor(x, "sum", 0, g), funcol.all_to_all_single(x, [1, 2, 3, 2], [2] * 4, g)]
+    print([tuple(funcol.wait_tensor(t).shape) for t in outs])
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[(8, 3), (32, 3), (2, 3), (8, 3)]"
+
+
 # ---- one body per collective kind: it returns the outputs it made ----------------------------------
 def _all_reduce(rank: int, make: Callable[..., Any]) -> list[Any]:
     t = make(3, 5)
