@@ -473,3 +473,22 @@ def test_fsdp2_with_tensor_parallelism_on_fake_tensors_at_8_ranks_matches_its_re
     collectives, time = runs["real"]
     assert {"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"} <= set(collectives)
     assert runs["fake"] == (collectives, time)
+
+
+@pytest.mark.parametrize("data", ["fake", "meta"])
+def test_a_functional_collective_never_waited_is_let_go_when_its_rank_ends(data: str) -> None:
+    """A rank that never waits its functional collective (or fails first)
+    leaves nothing behind: its output is freed with the rank's groups."""
+    import gc
+    import weakref
+
+    def body(rank: int, make: Callable[..., Any]) -> Any:
+        world = dist.group.WORLD
+        assert world is not None
+        out = torch.ops._c10d_functional.all_reduce(make(4, 2), "sum", world.group_name)
+        return weakref.ref(out)
+
+    out, seen = run(body, data)
+    assert [c.kind for c in seen] == ["all_reduce"]
+    gc.collect()
+    assert [ref() is None for ref in out.values()] == [True] * N

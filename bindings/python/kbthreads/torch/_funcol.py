@@ -21,6 +21,7 @@ group it does what PyTorch's does."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,9 +32,11 @@ from . import _compat
 
 _OPS = "_c10d_functional"
 _lib: Any = None
-# a Work per output made and not yet waited: id(output) -> (output, Work); the
-# output is kept so that its id cannot be reused before its wait_tensor
-_pending: dict[int, tuple[torch.Tensor, Any]] = {}
+# a Work per output made and not yet waited: id(output) -> (the rank's
+# thread, Work). The Work holds its output, so an id is not reused while its
+# entry exists; a rank's entries left unwaited (a rank that failed, a
+# program that never waits) go when the rank ends (forget), with its groups.
+_pending: dict[int, tuple[int, Any]] = {}
 
 
 def _group(group_name: Any) -> Any:
@@ -53,8 +56,15 @@ def _issue(out: torch.Tensor, group_name: Any, start: Callable[[Any], Any]) -> t
     """out, after start(group) issued its collective, if the group is ours."""
     pg = _group(group_name)
     if pg is not None:
-        _pending[id(out)] = (out, start(pg))
+        _pending[id(out)] = (threading.get_ident(), start(pg))
     return out
+
+
+def forget() -> None:
+    """On a rank's thread as the rank ends: drop its unwaited entries."""
+    me = threading.get_ident()
+    for key in [k for k, (thread, _) in _pending.items() if thread == me]:
+        del _pending[key]
 
 
 def _all_reduce(input: torch.Tensor, reduce_op: str, group_name: Any) -> torch.Tensor:

@@ -25,7 +25,7 @@ from typing import Any
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from . import _compat, _rank_caches, _rank_hooks
+from . import _compat, _funcol, _rank_caches, _rank_hooks
 from ._group import BACKEND, KbProcessGroup
 from ._meeting import GroupInfo, SpawnTable
 from ._store import KbStore
@@ -239,8 +239,8 @@ def enter_rank(st: RankState) -> None:
 def leave_rank(st: RankState) -> None:
     """The rank's groups go with it: its world, and its entries in the
     per-thread registry (the thread is parked for the next spawn); so do
-    the global module hooks it left registered (its process would have
-    taken them along)."""
+    the global module hooks it left registered and the functional
+    collectives it never waited (its process would have taken them along)."""
     try:
         if st.world is not None and st.world.default_pg is not None:
             try:
@@ -251,3 +251,4 @@ def leave_rank(st: RankState) -> None:
     finally:
         _tls.rank = None
         _rank_hooks.forget(st.key)
+        _funcol.forget()
