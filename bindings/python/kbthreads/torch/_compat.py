@@ -25,6 +25,7 @@ Two kinds:
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -89,6 +90,7 @@ REQUIRED: tuple[Name, ...] = (
     ("torch", "_C._current_graph_task_id"),
     ("torch", "_C._distributed_c10d._resolve_process_group"),
     ("torch.utils._python_dispatch", "TorchDispatchMode"),
+    ("torch.utils._python_dispatch", "_get_current_dispatch_mode_stack"),
     ("torch", "autograd.Variable._execution_engine.queue_callback"),
     *GLOBAL_HOOK_TABLES,
     *((_MODULE_HOOKS, extra) for extra in FORWARD_HOOK_EXTRAS),
@@ -120,6 +122,12 @@ DTENSOR_PROCESS_CACHES: tuple[Name, ...] = (
     ("torch.distributed.tensor._collective_utils", "MeshTopoInfo.build_from_mesh"),
 )
 
+# DTensor's sharding propagation runs inside this context manager, which
+# threaded programs may replace (_dtensor_ops.py; checked on 2.13; optional,
+# in a module imported only with DTensor)
+SHARDING_PROP_MODULE = "torch.distributed.tensor._sharding_prop"
+PROPAGATION_LOCK = "ShardingPropagator._fake_mode_lock"
+
 # PyTorch's own threaded test backend, which bench/torch_bench.py measures
 # against (checked on 2.13; optional: only the bench imports it)
 THREADED_TEST_GROUP_MODULE = "torch.testing._internal.distributed.multi_threaded_pg"
@@ -132,6 +140,7 @@ OPTIONAL: tuple[Name, ...] = (
     ("torch.utils.flop_counter", "_FlopCounterMode._should_skip_dynamo"),
     (DTENSOR_API_MODULE, "DTensor._op_dispatcher." + OP_HANDLERS_ATTR),
     *DTENSOR_PROCESS_CACHES,
+    (SHARDING_PROP_MODULE, PROPAGATION_LOCK),
 )
 
 
@@ -191,6 +200,7 @@ def check(load: Callable[[str], Any] = importlib.import_module) -> None:
 check()  # once, at import, before any of them is touched below
 
 import torch.distributed.distributed_c10d as _c10d  # noqa: E402  # (after the check)
+import torch.utils._python_dispatch as _python_dispatch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode  # noqa: E402
 from torch.utils.flop_counter import _FlopCounterMode, shape_wrapper  # noqa: E402
 
@@ -307,6 +317,23 @@ def key_mesh(mesh: Any, key: int) -> None:
 def dtensor_dispatcher(api: ModuleType | None) -> Any:
     """DTensor's op dispatcher, from its module (None without either)."""
     return getattr(getattr(api, "DTensor", None), "_op_dispatcher", None)
+
+
+# ---- DTensor's sharding propagation (_dtensor_ops.py; checked on 2.13; optional) --------------
+def propagation_lock() -> Any:
+    """The context manager DTensor's sharding propagation runs in (None
+    before DTensor is imported, or where this PyTorch has none)."""
+    propagator = getattr(sys.modules.get(SHARDING_PROP_MODULE), "ShardingPropagator", None)
+    return getattr(propagator, "_fake_mode_lock", None)
+
+
+def set_propagation_lock(lock: Any) -> None:
+    sys.modules[SHARDING_PROP_MODULE].ShardingPropagator._fake_mode_lock = lock
+
+
+def dispatch_mode_stack() -> list[Any]:
+    """The calling thread's dispatch modes, bottom first."""
+    return _python_dispatch._get_current_dispatch_mode_stack()
 
 
 # ---- PyTorch's threaded test backend (bench/torch_bench.py; checked on 2.13; optional) ----------

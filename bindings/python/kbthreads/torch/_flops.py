@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from . import _compat
+from . import _compat, _dtensor_ops
 
 
 class _GlobalOnly:
@@ -46,7 +46,7 @@ _SHAPE_WRAPPER_CODE = _compat.SHAPE_WRAPPER_CODE  # a formula of shapes, as torc
 _PLAIN, _COUNTED, _TORCHS = 0, 1, 2  # how Counting handles an op (see its docstring)
 
 
-class Counting(_compat.FlopCounterDispatchMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is untyped
+class Counting(_dtensor_ops.LocalShapes, _compat.FlopCounterDispatchMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is untyped
     """FlopCounterMode's dispatch mode with fast paths. The mode runs for
     every op of every rank, so its per-op cost is the cost of simulated time:
 
@@ -58,6 +58,12 @@ class Counting(_compat.FlopCounterDispatchMode):  # type: ignore[no-untyped-call
     - anything else takes FlopCounterMode's own path (_TORCHS): it tries a
       decomposition, handles higher-order ops.
 
+    Before those, an op on a DTensor is left to DTensor (NotImplemented),
+    whose ops on the rank's local tensors then come back here: a rank is
+    counted its own shards' FLOPs; and while DTensor's sharding propagation
+    runs on the rank's thread (``quiet``), ops run uncounted
+    (_dtensor_ops.py). An op on plain tensors pays two falsy tests for it.
+
     torch wraps every mode's ``__torch_dispatch__`` in a function that turns
     torch.compile off while it runs (a compile must not trace into a mode).
     That wrapper is a few Python calls per op; here the same is asked of the
@@ -68,6 +74,11 @@ class Counting(_compat.FlopCounterDispatchMode):  # type: ignore[no-untyped-call
     _how: dict[Any, int] = {}  # op -> _PLAIN, _COUNTED or _TORCHS (per process)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if types or self.quiet:
+            if self.quiet:
+                return func(*args, **(kwargs or {}))
+            if _dtensor_ops.defers(types):
+                return NotImplemented
         how = Counting._how.get(func)
         if how is None:
             how = Counting._how[func] = self._classify(func)

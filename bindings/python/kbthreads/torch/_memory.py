@@ -39,7 +39,7 @@ from torch.nn.modules.module import (
 )
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-from . import _compat, _flops
+from . import _compat, _dtensor_ops, _flops
 from ._roofline import tensors
 
 CATEGORIES = ("parameters", "buffers", "gradients", "optimizer_state", "activations", "temporaries")
@@ -58,13 +58,26 @@ class _Storage:
 
 
 def _storage(t: torch.Tensor) -> Any:
-    """t's untyped storage, None for a tensor without one of its own (a
-    wrapper subclass such as DTensor: its inner tensors were seen as they
-    were made)."""
+    """t's untyped storage, None for a tensor without one of its own: a
+    wrapper subclass such as DTensor (its inner tensors hold its data; the
+    storage it answers with is a placeholder of its global size, which
+    holds nothing)."""
+    if type(t) is not torch.Tensor and hasattr(t, "__tensor_flatten__"):
+        return None
     try:
         return t.untyped_storage()
     except (RuntimeError, NotImplementedError, TypeError):
         return None
+
+
+def _inner_tensors(t: torch.Tensor) -> list[Any]:
+    """The tensors a wrapper subclass holds (by its ``__tensor_flatten__``,
+    the protocol DTensor and the other traceable wrappers implement)."""
+    flatten = getattr(t, "__tensor_flatten__", None)
+    if flatten is None:
+        return []
+    names, _ = flatten()
+    return [getattr(t, name) for name in names]
 
 
 class RankMemory:
@@ -115,7 +128,9 @@ class RankMemory:
         if self.mode is None or not isinstance(t, torch.Tensor):
             return
         st = _storage(t)
-        if st is None:
+        if st is None:  # a wrapper subclass: what it holds is its inner tensors (a DTensor's local shard)
+            for inner in _inner_tensors(t):
+                self.label(inner, category)
             return
         rec = self.live.get(id(st))
         if rec is None:
@@ -202,24 +217,29 @@ class RankMemory:
         self.handles = []
 
 
-class MemoryMode(_flops.CodeMarked, _compat.DispatchMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is untyped
+class MemoryMode(_flops.CodeMarked, _dtensor_ops.LocalShapes, _compat.DispatchMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is untyped
     """Runs every op of the rank and hands its results to ``saw``. An op on
-    a wrapper subclass (DTensor) is left to the subclass, whose ops on its
-    inner tensors then come back here: those are what allocate.
+    a wrapper subclass (DTensor, a functional collective's waiting tensor)
+    is left to the subclass, whose ops on its inner tensors then come back
+    here: those are what allocate, and what the rank holds (a DTensor's
+    local shard). While DTensor's sharding propagation runs (``quiet``),
+    ops run unseen: its fake tensors at the global shapes are no rank's
+    (_dtensor_ops.py).
 
-    It sits below the FLOP counter's mode on the rank's stack: the counter
-    sees a DTensor op (and counts it at its global shapes, as
-    FlopCounterMode does) and its local ops then reach this mode only.
-    Above the counter, the NotImplemented here would hand the counter the
-    local ops too, and it would count both."""
+    It sits below the FLOP counter's mode on the rank's stack; the counter
+    leaves the same DTensor ops to DTensor, so either order counts each op
+    once."""
 
     def __init__(self, saw: Callable[[Any], None]) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.saw = saw
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if any(hasattr(t, "__tensor_flatten__") for t in types):
-            return NotImplemented
+        if types or self.quiet:
+            if self.quiet:  # DTensor's sharding propagation: its fake tensors are no rank's
+                return func(*args, **(kwargs or {}))
+            if _dtensor_ops.defers(types) or any(hasattr(t, "__tensor_flatten__") for t in types):
+                return NotImplemented
         out = func(*args, **(kwargs or {}))
         self.saw(out)
         return out

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from . import _compat, _flops
+from . import _compat, _dtensor_ops, _flops
 
 # aten ops that move no bytes: allocations that write nothing, a view the
 # schema does not mark as one (its result is a view of a fresh tensor), and
@@ -96,6 +96,11 @@ class Roofline(_flops.Counting):  # type: ignore[no-untyped-call]  # torch's __i
         self.charged = 0  # ops charged so far: a change across an op means it decomposed
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if types or self.quiet:  # DTensor's ops, at the rank's local shapes (as Counting does)
+            if self.quiet:
+                return func(*args, **(kwargs or {}))
+            if _dtensor_ops.defers(types):
+                return NotImplemented
         how = _flops.Counting._how.get(func)
         if how is None:
             how = _flops.Counting._how[func] = self._classify(func)

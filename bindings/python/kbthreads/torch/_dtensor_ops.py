@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: MIT
+"""DTensor ops at each rank's local shapes, for the dispatch modes of
+simulated time (FLOP counting, the roofline, memory).
+
+A dispatch mode sees an op on a DTensor once, at the DTensor's global
+shapes; if it runs the op itself, DTensor's dispatch then runs the local
+ops with the mode popped, unseen. With tensor parallelism every rank would
+be charged the whole op. kbthreads' modes instead return NotImplemented for
+an op whose types include DTensor (``defers``): DTensor's own dispatch then
+runs with the mode still on the rank's stack, and the ops it runs on the
+rank's local tensors (the local matmul, the collectives and copies of a
+redistribution) come back to the mode at the shapes the rank computes.
+
+DTensor's dispatch also runs each op once at the global shapes to learn
+its result's shape, stride and dtype (sharding propagation, cached per op
+schema, so only the first time), on fake tensors of a FakeTensorMode: the
+one on the rank's stack where the rank runs under its own FakeTensorMode,
+else a fresh one. That is not the rank's compute, and it cannot be told by
+its tensors (under the rank's own FakeTensorMode they are fake tensors of
+the same mode as the rank's). DTensor runs it inside
+``ShardingPropagator``'s fake-mode lock, a context manager torch lets
+threaded programs replace (with a lock, to serialise it). kbthreads puts a
+guard there (``watch_propagation``) that makes the calling thread's
+kbthreads modes quiet while it runs: they run its ops without counting
+them. The guard enters the lock that was there before it, so a program
+that set one keeps it."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from . import _compat
+
+
+class LocalShapes:
+    """A mixin of kbthreads' dispatch modes: ``quiet`` is above zero while
+    DTensor's sharding propagation runs on the mode's (the rank's) thread;
+    the mode then runs ops without counting them."""
+
+    quiet = 0
+
+
+# (types of an op's tensor subclasses) -> whether it is a DTensor op.
+# Invariant: a tuple classified before DTensor was imported holds no
+# DTensor (a class exists only once its module has been imported).
+_DEFERS: dict[Any, bool] = {}
+
+
+def defers(types: Any) -> bool:
+    """Whether a mode leaves the op to DTensor's dispatch: its subclass
+    types (never empty here: a mode asks only where an op has subclasses)
+    include DTensor. Cached per tuple of types; the first DTensor op puts
+    the propagation guard in place (``watch_propagation``)."""
+    d = _DEFERS.get(types)
+    if d is None:
+        d = _DEFERS[types] = _has_dtensor(types)
+    if d:
+        watch_propagation()
+    return d
+
+
+def _has_dtensor(types: Any) -> bool:
+    dtensor = getattr(sys.modules.get(_compat.DTENSOR_API_MODULE), "DTensor", None)  # None until DTensor is imported
+    return dtensor is not None and any(isinstance(t, type) and issubclass(t, dtensor) for t in types)
+
+
+class _Quiet(threading.local):
+    """The modes a thread's guard made quiet, one list per guard entered
+    (propagation does not nest here, but a list per entry keeps exits
+    matched to their entries if it ever does)."""
+
+    def __init__(self) -> None:
+        self.entered: list[list[LocalShapes]] = []
+
+
+class PropagationGuard:
+    """The context manager DTensor enters around its sharding propagation:
+    the calling thread's kbthreads modes are quiet inside it. ``inner`` is
+    the lock (or no-op context) that was there before, entered first."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.quiet = _Quiet()
+
+    def __enter__(self) -> PropagationGuard:
+        self.inner.__enter__()
+        modes = [m for m in _compat.dispatch_mode_stack() if isinstance(m, LocalShapes)]
+        for m in modes:
+            m.quiet += 1
+        self.quiet.entered.append(modes)
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        for m in self.quiet.entered.pop():
+            m.quiet -= 1
+        return self.inner.__exit__(*exc)
+
+
+def watch_propagation() -> None:
+    """Put a PropagationGuard in DTensor's propagation lock, around the one
+    there (again if a program replaced it since); nothing where this
+    PyTorch's DTensor has no such lock (its propagation is then counted,
+    the first time per op schema)."""
+    lock = _compat.propagation_lock()
+    if lock is not None and not isinstance(lock, PropagationGuard):
+        _compat.set_propagation_lock(PropagationGuard(lock))
