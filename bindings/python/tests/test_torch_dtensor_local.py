@@ -166,6 +166,25 @@ def test_a_sharded_parameters_gradient_memory_is_its_local_shard(mode):
     assert seen == {r: (local, local) for r in range(2)}
 
 
+def _sharded_optimizer_state(rank, tp, mode, seen):
+    mesh = _mesh(tp)
+    with mode():
+        model = _tp_mlp(mesh)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        model(torch.randn(B, D)).sum().backward()
+        opt.step()
+        seen[rank] = (kbt.sim_memory()["current"]["optimizer_state"],
+                      sum(s["momentum_buffer"].to_local().numel() * FOUR for s in opt.state.values()))
+
+
+@pytest.mark.parametrize("mode", [contextlib.nullcontext, _fake_mode], ids=["real", "fake"])
+def test_a_sharded_parameters_optimizer_state_is_its_local_shard(mode):
+    seen = {}
+    kbt.spawn(_sharded_optimizer_state, args=(2, mode, seen), nprocs=2, network=NET, memory=True)
+    local = FOUR * (H // 2 * D + H // 2 + O * H // 2 + O)  # one momentum per parameter
+    assert seen == {r: (local, local) for r in range(2)}
+
+
 def _first_matmul_memory(rank, tp, seen):
     """A DTensor matmul's first run (its sharding propagation then makes
     fake tensors of the global shapes) from local shards made in place."""
