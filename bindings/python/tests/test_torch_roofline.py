@@ -133,6 +133,26 @@ def test_the_compute_spans_of_the_timeline_carry_their_bytes():
     assert per_rank == {r: s["bytes"] for r, s in run.summary()["ranks"].items()}
 
 
+def _functional_all_reduce(rank, seen):
+    import torch.distributed._functional_collectives as funcol
+
+    dist.init_process_group("gloo")
+    t = torch.ones(1024)
+    t0 = kbt.sim_time()
+    funcol.wait_tensor(funcol.all_reduce(t, "sum", dist.group.WORLD))
+    seen[rank] = kbt.sim_time() - t0
+
+
+def test_a_functional_collective_and_its_wait_move_no_bytes_the_network_prices_them():
+    # the functional collectives, which DTensor's redistributions call; one
+    # rank, so that no other rank's part of the collective runs on its thread
+    roof, flop = {}, {}
+    kbt.spawn(_functional_all_reduce, args=(roof,), nprocs=1, network=NET, compute="roofline",
+              device_flops=F, device_bandwidth=1.0)  # a byte would cost a second
+    kbt.spawn(_functional_all_reduce, args=(flop,), nprocs=1, network=NET, device_flops=F)
+    assert roof == flop and roof[0] < 1.0
+
+
 @pytest.mark.parametrize(
     "kw, text",
     [

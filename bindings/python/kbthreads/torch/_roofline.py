@@ -10,9 +10,10 @@ A tensor's bytes are its element size times the product of its sizes over
 the dimensions whose stride is not zero (a broadcast dimension is read
 once), as PyTorch's RuntimeEstimator counts them. Ops that move nothing
 cost nothing: views (their result aliases an argument), allocations that
-write nothing (``empty`` and its kin), and metadata queries (a fake
-tensor's device, sizes, strides). docs/torch-time.md has
-the formula and how it compares with RuntimeEstimator's roofline mode.
+write nothing (``empty`` and its kin), metadata queries (a fake tensor's
+device, sizes, strides), and collectives (the network model prices them).
+docs/torch-time.md has the formula and how it compares with
+RuntimeEstimator's roofline mode.
 
 The mode is FLOP counting's (``_flops.Counting``) with a per-op charge:
 the FLOP counts stay exactly FlopCounterMode's, and an op that decomposes
@@ -60,9 +61,16 @@ def tensors(obj: Any) -> list[torch.Tensor]:
     return []
 
 
+# the namespaces of the collectives' ops (functional collectives, which
+# DTensor's redistributions call, and c10d's): the network model prices them
+_COMMUNICATION = frozenset({"_c10d_functional", "_c10d_functional_autograd", "c10d_functional", "c10d"})
+
+
 def _moves_nothing(func: Any) -> bool:
     namespace = getattr(func, "namespace", "")
     if namespace == "prim":  # TorchScript's metadata ops: a fake tensor's device, layout
+        return True
+    if namespace in _COMMUNICATION:  # and their waits and autograd wrappers, which move nothing
         return True
     if getattr(func, "is_view", False):
         return True
