@@ -206,3 +206,25 @@ def test_dtensors_sharding_propagation_is_no_ranks_memory(device_flops):
         assert before["peak"]["total"] <= before["current"]["total"] + local_result
         # the local (32, 64) result, not the global (128, 64) fakes of the propagation
         assert after["peak"]["total"] == after["current"]["total"] == before["current"]["total"] + local_result
+
+
+def _matmul_inside_and_outside_uncounted(rank, seen):
+    from kbthreads.torch._dtensor_ops import Uncounted
+
+    x = torch.randn(32, 32)
+    out = []
+    for quiet in (True, False):
+        t0, m0 = kbt.sim_time(), kbt.sim_memory()["current"]["total"]
+        with Uncounted() if quiet else contextlib.nullcontext():
+            y = x @ x
+        out.append((kbt.sim_time() - t0, kbt.sim_memory()["current"]["total"] - m0))
+        del y
+    seen[rank] = out
+
+
+def test_inside_uncounted_a_ranks_modes_count_neither_flops_nor_memory():
+    # the context DTensor's sharding propagation runs in
+    seen = {}
+    kbt.spawn(_matmul_inside_and_outside_uncounted, args=(seen,), nprocs=2, network=NET, device_flops=1.0,
+              memory=True)
+    assert seen == {r: [(0.0, 0), (pytest.approx(2 * 32**3, rel=1e-12), 32 * 32 * FOUR)] for r in range(2)}

@@ -66,13 +66,31 @@ def _has_dtensor(types: Any) -> bool:
     return dtensor is not None and any(isinstance(t, type) and issubclass(t, dtensor) for t in types)
 
 
-class _Quiet(threading.local):
-    """The modes a thread's guard made quiet, one list per guard entered
-    (propagation does not nest here, but a list per entry keeps exits
-    matched to their entries if it ever does)."""
+class Uncounted:
+    """A context in which the calling thread's kbthreads modes run ops
+    without counting them (FLOPs, bytes, memory): DTensor's sharding
+    propagation here; kbthreads' own work on a rank's thread could use it
+    too. Nests: each entry quiets the modes on the stack then."""
 
     def __init__(self) -> None:
-        self.entered: list[list[LocalShapes]] = []
+        self.modes: list[LocalShapes] = []
+
+    def __enter__(self) -> Uncounted:
+        self.modes = [m for m in _compat.dispatch_mode_stack() if isinstance(m, LocalShapes)]
+        for m in self.modes:
+            m.quiet += 1
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for m in self.modes:
+            m.quiet -= 1
+
+
+class _Entered(threading.local):
+    """The Uncounted contexts a thread's guard entered, innermost last."""
+
+    def __init__(self) -> None:
+        self.stack: list[Uncounted] = []
 
 
 class PropagationGuard:
@@ -82,19 +100,15 @@ class PropagationGuard:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.quiet = _Quiet()
+        self.entered = _Entered()  # one guard serves every rank thread
 
     def __enter__(self) -> PropagationGuard:
         self.inner.__enter__()
-        modes = [m for m in _compat.dispatch_mode_stack() if isinstance(m, LocalShapes)]
-        for m in modes:
-            m.quiet += 1
-        self.quiet.entered.append(modes)
+        self.entered.stack.append(Uncounted().__enter__())
         return self
 
     def __exit__(self, *exc: Any) -> Any:
-        for m in self.quiet.entered.pop():
-            m.quiet -= 1
+        self.entered.stack.pop().__exit__(*exc)
         return self.inner.__exit__(*exc)
 
 
