@@ -376,25 +376,11 @@ def run(plan: Plan, a: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         args=(plan, out),
         nprocs=plan.world,
         network=network(a.ranks_per_node),
-        compute=ShardFlops(plan.tp, a.device_tflops * 1e12),
+        device_flops=a.device_tflops * 1e12,
         memory=not a.no_memory,
     )
     return out, sim
 
-
-class ShardFlops:
-    """Compute time: this rank's FLOPs over the device's rate. A workaround
-    (see llama_fake_gaps.py): a FLOP counter, PyTorch's FlopCounterMode as
-    kbthreads', sees a DTensor op once, at its global shapes, so each tensor
-    parallel rank is counted the whole op's FLOPs. In this model every op
-    the counter counts (the matrix products) runs on DTensors split evenly
-    over the tp ranks, so a rank's own share is the count over tp."""
-
-    def __init__(self, tp: int, rate: float) -> None:
-        self.tp, self.rate = tp, rate
-
-    def __call__(self, rank: int, flops: float, cpu_seconds: float) -> float:
-        return flops / self.tp / self.rate
 
 
 MEMORY_KINDS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries")

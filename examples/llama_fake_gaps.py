@@ -12,11 +12,6 @@ Every stage here votes 1, so the product is 1: the dispatch mode below,
 entered above the rank's FakeTensorMode, answers that one read (a
 one-element integer tensor read inside the schedule's warm-up) with 1 and
 passes every other op on. With real tensors the example does not use it.
-
-A second workaround, with real tensors too, is in llama_dryrun.py
-(ShardFlops): the FLOP counter counts a DTensor op at its global shapes on
-every rank, so the example divides a rank's count by the tensor-parallel
-degree.
 """
 from __future__ import annotations
 

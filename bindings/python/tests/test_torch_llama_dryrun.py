@@ -110,3 +110,19 @@ def test_a_fake_run_sees_the_real_runs_collectives_and_flops(example: Any) -> No
     assert {"all_gather_into_tensor", "reduce_scatter_tensor", "send"} <= set(real["collectives"])
     assert [v["flops"] for v in fake["ranks"].values()] == [v["flops"] for v in real["ranks"].values()]
     assert all(v["flops"] > 0 for v in fake["ranks"].values())
+
+
+def test_a_tensor_parallel_rank_executes_its_share_of_the_flops(example: Any) -> None:
+    """Compute time comes from each rank's own FLOPs: with tp 2 and no other
+    split, each rank executes half of what the unsplit model does for the
+    same batch (every counted op here is a matrix product split evenly)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    plan, args = example.parse([*TINY, "--dp", "1", "--tp", "2", "--pp", "1", "--microbatches", "1"])
+    _, sim = example.run(plan, args)
+    model = example.Llama(plan.model, seed=plan.seed, dtype=plan.dtype)
+    tokens, targets = example.batch(plan, 0, 0)
+    with FlopCounterMode(display=False) as counter:
+        example.cross_entropy(model(tokens), targets).backward()
+    assert counter.get_total_flops() > 0
+    assert [v["flops"] for v in sim.summary()["ranks"].values()] == [counter.get_total_flops() // 2] * 2
