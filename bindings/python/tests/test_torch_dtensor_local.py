@@ -123,9 +123,10 @@ def test_a_repeated_dtensor_op_counts_the_same_each_time(mode):
     assert seen == {r: [pytest.approx(want, rel=1e-12)] * 3 for r in range(2)}  # (the clock sums floats)
 
 
-def test_the_rooflines_bytes_of_a_dtensor_op_are_its_local_shards():
+@pytest.mark.parametrize("mode", [contextlib.nullcontext, _fake_mode], ids=["real", "fake"])
+def test_the_rooflines_bytes_of_a_dtensor_op_are_its_local_shards(mode):
     seen = {}
-    kbt.spawn(_repeated_matmul, args=(2, contextlib.nullcontext, seen), nprocs=2, network=NET,
+    kbt.spawn(_repeated_matmul, args=(2, mode, seen), nprocs=2, network=NET,
               compute="roofline", device_flops=1e30, device_bandwidth=1.0)
     # reads the (4, 16) and (16, 32) shards, writes the (4, 32) result; at 1 byte/s
     moved = FOUR * (4 * 16 + 16 * 32 + 4 * 32)
