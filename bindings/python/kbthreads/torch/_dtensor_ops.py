@@ -8,8 +8,9 @@ ops with the mode popped, unseen. With tensor parallelism every rank would
 be charged the whole op. kbthreads' modes instead return NotImplemented for
 an op whose types include DTensor (``defers``): DTensor's own dispatch then
 runs with the mode still on the rank's stack, and the ops it runs on the
-rank's local tensors (the local matmul, the collectives and copies of a
-redistribution) come back to the mode at the shapes the rank computes.
+rank's local tensors (the local matmul, the copies and collectives of a
+redistribution; the roofline charges no bytes for a collective) come back
+to the mode at the shapes the rank computes.
 
 DTensor's dispatch also runs each op once at the global shapes to learn
 its result's shape, stride and dtype (sharding propagation, cached per op
@@ -36,8 +37,8 @@ from . import _compat
 
 class LocalShapes:
     """A mixin of kbthreads' dispatch modes: ``quiet`` is above zero while
-    DTensor's sharding propagation runs on the mode's (the rank's) thread;
-    the mode then runs ops without counting them."""
+    the mode's (the rank's) thread is inside an Uncounted context (DTensor's
+    sharding propagation); the mode then runs ops without counting them."""
 
     quiet = 0
 
