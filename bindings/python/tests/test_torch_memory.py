@@ -117,6 +117,22 @@ def test_a_rank_counts_its_own_storages_once_and_a_freed_one_stays_only_in_the_p
         assert s["memory"]["final"] == {**dict.fromkeys(CATEGORIES, 0), "activations": 1024, "total": 1024}
 
 
+def _reduce_and_receive(rank):
+    dist.init_process_group("gloo")
+    t = torch.ones(1024)  # 4 KiB, the rank's only storage
+    dist.all_reduce(t)
+    if rank == 0:
+        dist.send(t, 1)
+    else:
+        dist.recv(t, 0)
+    dist.destroy_process_group()
+
+
+def test_the_backends_copies_and_reductions_are_no_ranks_memory():
+    run = kbt.spawn(_reduce_and_receive, nprocs=2, network=NET, memory=True)
+    assert {r: s["memory"]["peak"]["total"] for r, s in run.summary()["ranks"].items()} == {0: 4096, 1: 4096}
+
+
 def _two_phases(rank, seen=None):
     dist.init_process_group("gloo")
     x = torch.empty(1024)  # 4 KiB

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from . import _compat, _funcol, _ops
+from ._dtensor_ops import Uncounted
 from ._meeting import Call, GroupInfo, SpawnTable, call_site
 from ._tensors import GLOO_BUMPS, bump, call_data, check_tensor, dtype_name
 from ._work import KbWork
@@ -134,9 +135,11 @@ class GroupMember(dist.ProcessGroup):
         real tensor."""
         priced = compared if sent is None else sent
         data = call_data(kind, [*compared, *priced, *outputs])
+        with Uncounted():  # (the backend's work, not the rank's: see _collective)
+            brought = inputs()
         return self._call(
             kind,
-            inputs(),
+            brought,
             dtype=dtype_name(compared[0]) if compared else None,
             shapes=tuple(tuple(t.shape) for t in compared) if shapes is None else shapes,
             numel=sum(t.numel() for t in priced),
@@ -171,12 +174,18 @@ class GroupMember(dist.ProcessGroup):
         bumps = GLOO_BUMPS.get(gloo_kind or call.kind, 0)
         real = call.data == "real"
 
+        # What the backend does (copies, the reduction, writing the outputs)
+        # is not the rank's compute: gloo does it below the dispatcher, where
+        # no FLOP counter, roofline or memory mode sees it. Here it runs on
+        # some member's thread, so it runs Uncounted.
         def computed(calls: list[Call]) -> dict[int, Any]:
-            return compute(calls) if real else to_all(calls, None)
+            with Uncounted():
+                return compute(calls) if real else to_all(calls, None)
 
         def done(part: Any) -> Any:
             if real:
-                finish(part)
+                with Uncounted():
+                    finish(part)
             bump(bumped, bumps)
             return result
 

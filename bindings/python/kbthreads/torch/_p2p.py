@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ._dtensor_ops import Uncounted
 from ._meeting import Call, GroupInfo, Meeting, SpawnTable
 from ._tensors import dtype_name, write
 from ._work import KbWork
@@ -54,7 +55,8 @@ class Mailbox:
 
     def post(self, info: GroupInfo, src: int, dst: int, tag: int, call: Call) -> None:
         """Group rank src sends call (its data copied) to dst."""
-        known = _known_value(call.inputs) if call.data == "fake" else None
+        with Uncounted():  # (the backend's work, not the rank's: see GroupMember._collective)
+            known = _known_value(call.inputs) if call.data == "fake" else None
         for k, (key, m, holder) in enumerate(self.waiting):
             if key[0] == info.key and key[2] == dst and key[3] == tag and key[1] in (src, None):
                 del self.waiting[k]
@@ -135,10 +137,11 @@ class Mailbox:
         data = call.inputs
 
         def finish() -> None:
-            if recv_call.data == "fake":
-                _set_known_value(t, known)
-            elif recv_call.data == "real":
-                write(t, data.view(t.shape))
+            with Uncounted():  # (the backend's work, not the rank's: see GroupMember._collective)
+                if recv_call.data == "fake":
+                    _set_known_value(t, known)
+                elif recv_call.data == "real":
+                    write(t, data.view(t.shape))
 
         m.seq = self.matches[(info.key, src, dst)]
         self.matches[(info.key, src, dst)] += 1
