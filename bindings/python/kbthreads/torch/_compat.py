@@ -132,7 +132,17 @@ PROPAGATION_LOCK = "ShardingPropagator._fake_mode_lock"
 # against (checked on 2.13; optional: only the bench imports it)
 THREADED_TEST_GROUP_MODULE = "torch.testing._internal.distributed.multi_threaded_pg"
 
+# A FakeTensorMode's known values: a fake tensor's ``constant`` (the value of
+# a tensor of at most one element made from Python numbers, which the mode
+# computes on and answers ``.item()`` from), its ``fake_mode``, and the
+# mode's converter's bookkeeping of constants (_p2p.py gives a receiver the
+# sender's; checked on 2.13; optional: without them nothing travels, as with
+# PyTorch's own fake process group). Public-looking names of a private module.
+_FAKE_TENSOR = "torch._subclasses.fake_tensor"
+
 OPTIONAL: tuple[Name, ...] = (
+    (_FAKE_TENSOR, "FakeTensorConverter.add_constant_storage_mapping"),
+    (_FAKE_TENSOR, "FakeTensorConverter.invalidate_constant_aliases"),
     (THREADED_TEST_GROUP_MODULE, "_install_threaded_pg"),
     ("torch", "_C._dynamo.eval_frame._FrameAction.SKIP"),
     ("torch", "_C._dynamo.eval_frame._FrameExecStrategy"),
@@ -363,3 +373,25 @@ def resolve_process_group(name: str) -> dist.ProcessGroup:
     registry, per rank thread here), as a functional collective finds it."""
     pg: dist.ProcessGroup = torch._C._distributed_c10d._resolve_process_group(name)  # type: ignore[arg-type]
     return pg
+
+
+def fake_constant(t: torch.Tensor) -> torch.Tensor | None:
+    """The value t's FakeTensorMode knows for it (None for none, or for a
+    tensor that is not fake)."""
+    value: torch.Tensor | None = getattr(t, "constant", None)
+    return value
+
+
+def set_fake_constant(t: torch.Tensor, value: torch.Tensor | None) -> None:
+    """t (and its views) forget their known value; t takes value unless it
+    is None. Nothing where t is not fake or this torch lacks the names."""
+    converter = getattr(getattr(t, "fake_mode", None), "fake_tensor_converter", None)
+    if converter is None or not hasattr(converter, "invalidate_constant_aliases"):
+        return
+    old = fake_constant(t)
+    if old is not None:
+        converter.invalidate_constant_aliases(old)
+        t.constant = None  # type: ignore[attr-defined]
+    if value is not None:
+        t.constant = value  # type: ignore[attr-defined]
+        converter.add_constant_storage_mapping(t)

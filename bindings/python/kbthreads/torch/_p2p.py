@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from . import _compat
 from ._dtensor_ops import Uncounted
 from ._meeting import Call, GroupInfo, Meeting, SpawnTable
 from ._tensors import dtype_name, write
@@ -153,37 +154,27 @@ class Mailbox:
 
 # ---- the value a fake tensor's mode knows -------------------------------------------------
 # A FakeTensorMode keeps the value of a tensor of at most one element made
-# from Python numbers (torch.tensor([1])) as the fake tensor's ``constant``,
+# from Python numbers (torch.tensor([1])) as the fake tensor's constant,
 # computes on such constants, and answers ``.item()`` from them. PyTorch's
 # pipelining stages exchange such a tensor at their first step (their
 # warm-up vote) and branch on its ``.item()``, so a recv gives a fake
 # receiver the sender's constant, as gloo would write the value, and takes
-# away any constant the receiver had. The names (FakeTensor's ``constant``
-# and ``fake_mode``, its converter's ``add_constant_storage_mapping`` and
-# ``invalidate_constant_aliases``) were checked on PyTorch 2.13; where one
-# is missing nothing travels, as with PyTorch's own fake process group.
+# away any constant the receiver had (the names: _compat.fake_constant and
+# set_fake_constant; where this torch lacks them nothing travels, as with
+# PyTorch's own fake process group).
 
 
 def _known_value(sent: torch.Tensor) -> torch.Tensor | None:
     """On the sender's thread: a copy of sent's constant (None without one).
     Cloning a fake tensor that has a constant makes its mode compute the
     clone of the constant, a copy no later in-place op of the sender reaches."""
-    if getattr(sent, "constant", None) is None:
+    if _compat.fake_constant(sent) is None:
         return None
-    copy: torch.Tensor | None = getattr(sent.clone(), "constant", None)
-    return copy
+    return _compat.fake_constant(sent.clone())
 
 
 def _set_known_value(t: torch.Tensor, known: torch.Tensor | None) -> None:
     """On the receiver's thread: t (and its views) forget their constant;
     t takes known when its shape and dtype are t's."""
-    converter = getattr(getattr(t, "fake_mode", None), "fake_tensor_converter", None)
-    if converter is None:
-        return
-    old = getattr(t, "constant", None)
-    if old is not None:
-        converter.invalidate_constant_aliases(old)
-        t.constant = None  # type: ignore[attr-defined]
-    if known is not None and known.shape == t.shape and known.dtype == t.dtype:
-        t.constant = known  # type: ignore[attr-defined]
-        converter.add_constant_storage_mapping(t)
+    fits = known is not None and known.shape == t.shape and known.dtype == t.dtype
+    _compat.set_fake_constant(t, known if fits else None)
