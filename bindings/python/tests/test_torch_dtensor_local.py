@@ -229,3 +229,15 @@ def test_inside_uncounted_a_ranks_modes_count_neither_flops_nor_memory():
     kbt.spawn(_matmul_inside_and_outside_uncounted, args=(seen,), nprocs=2, network=NET, device_flops=1.0,
               memory=True)
     assert seen == {r: [(0.0, 0), (pytest.approx(2 * 32**3, rel=1e-12), 32 * 32 * FOUR)] for r in range(2)}
+
+
+def test_dtensors_propagation_lock_is_left_as_found_when_the_spawn_ends():
+    from kbthreads.torch import _compat
+
+    import torch.distributed.tensor  # noqa: F401  (the lock's module)
+
+    before = _compat.propagation_lock()
+    first = _tp_flops(2)
+    assert _compat.propagation_lock() is before
+    assert _tp_flops(2) == first  # and guarded again in the next spawn
+    assert _compat.propagation_lock() is before

@@ -121,3 +121,12 @@ def watch_propagation() -> None:
     lock = _compat.propagation_lock()
     if lock is not None and not isinstance(lock, PropagationGuard):
         _compat.set_propagation_lock(PropagationGuard(lock))
+
+
+def unwatch_propagation() -> None:
+    """Put back the lock a PropagationGuard wraps (the last spawn ended: the
+    process is left as it was found; the next spawn's first DTensor op
+    guards it again)."""
+    lock = _compat.propagation_lock()
+    if isinstance(lock, PropagationGuard):
+        _compat.set_propagation_lock(lock.inner)

@@ -25,7 +25,7 @@ from typing import Any
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from . import _compat, _funcol, _rank_caches, _rank_hooks
+from . import _compat, _dtensor_ops, _funcol, _rank_caches, _rank_hooks
 from ._group import BACKEND, KbProcessGroup
 from ._meeting import GroupInfo, SpawnTable
 from ._store import KbStore
@@ -229,6 +229,7 @@ def uninstall() -> None:
                 setattr(c10d, name, _saved.pop(name))
             _rank_caches.uninstall()
             _rank_hooks.uninstall()
+            _dtensor_ops.unwatch_propagation()
 
 
 def enter_rank(st: RankState) -> None:
