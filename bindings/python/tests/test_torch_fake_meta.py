@@ -12,7 +12,7 @@ makes the collectives, bytes and simulated time of its real run."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from torch_helpers import Recorder, tensors_of  # noqa: E402
 
 import kbthreads  # noqa: E402
 import kbthreads.torch as kbt  # noqa: E402
@@ -28,29 +29,6 @@ from kbthreads.torch._tensors import is_abstract  # noqa: E402
 
 N = 4
 DATA = ["real", "fake", "meta"]
-
-
-class Recorder:
-    """An engine that keeps every collective's description."""
-
-    def __init__(self) -> None:
-        self.seen: list[kbt.Collective] = []
-
-    def wait(self, h: Any, meta: Any = None) -> None:
-        self.seen.append(meta)
-
-
-@contextlib.contextmanager
-def tensors_of(data: str) -> Iterator[Callable[..., Any]]:
-    """A factory of the rank's tensors of one kind: real, fake (in a
-    FakeTensorMode of the rank's own, entered around the body) or meta."""
-    if data == "fake":
-        with FakeTensorMode():
-            yield torch.ones
-    elif data == "meta":
-        yield lambda *shape, dtype=torch.float32: torch.ones(*shape, dtype=dtype, device="meta")
-    else:
-        yield torch.ones
 
 
 def run(body: Callable[[int, Callable[..., Any]], Any], data: str, n: int = N) -> tuple[dict[int, Any], list[Any]]:

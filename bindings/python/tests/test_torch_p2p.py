@@ -11,8 +11,7 @@ PyTorch's pipelining schedules send and branch on) travels."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,35 +19,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
-from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode  # noqa: E402
+from torch._subclasses.fake_tensor import DataDependentOutputException  # noqa: E402
+from torch_helpers import Recorder, tensors_of  # noqa: E402
 
 import kbthreads  # noqa: E402
 import kbthreads.torch as kbt  # noqa: E402
 
 ABSTRACT = ["fake", "meta"]
-
-
-class Recorder:
-    """An engine that keeps every collective's description."""
-
-    def __init__(self) -> None:
-        self.seen: list[kbt.Collective] = []
-
-    def wait(self, h: Any, meta: Any = None) -> None:
-        self.seen.append(meta)
-
-
-@contextlib.contextmanager
-def tensors_of(data: str) -> Iterator[Callable[..., Any]]:
-    """A factory of the rank's tensors of one kind: real, fake (in a
-    FakeTensorMode of the rank's own, entered around the body) or meta."""
-    if data == "fake":
-        with FakeTensorMode():
-            yield torch.zeros
-    elif data == "meta":
-        yield lambda *shape, dtype=torch.float32: torch.zeros(*shape, dtype=dtype, device="meta")
-    else:
-        yield torch.zeros
 
 
 def run(body: Callable[[int, Callable[..., Any]], Any], data: Any, n: int = 2) -> tuple[dict[int, Any], list[Any]]:
@@ -60,7 +37,7 @@ def run(body: Callable[[int, Callable[..., Any]], Any], data: Any, n: int = 2) -
     def rank_main(rank: int) -> None:
         dist.init_process_group("gloo")
         try:
-            with tensors_of(data(rank) if callable(data) else data) as make:
+            with tensors_of(data(rank) if callable(data) else data, torch.zeros) as make:
                 out[rank] = body(rank, make)
         finally:
             dist.destroy_process_group()
