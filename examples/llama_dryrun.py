@@ -179,24 +179,22 @@ def rank_main(rank: int, plan: Plan, out: dict[str, Any]) -> None:
         mode: Any = contextlib.nullcontext()
         model = Llama(plan.model, plan.stage_layers(stage), seed=plan.seed, dtype=plan.dtype)
     else:
-        # A dry run, as torchtitan initialises a large model: built and made
-        # parallel on the meta device (shapes only), then given storage. Here
-        # the storage is fake: every tensor after this is a FakeTensor of this
-        # rank's own mode, and every op computes only its output's shape.
-        # (Made parallel outside the fake mode because FSDP2 over a TP mesh
-        # makes a DeviceMesh, whose setup reads real tensors.)
+        # A dry run: the stage is built under the rank's own FakeTensorMode, so
+        # every tensor is a FakeTensor of that mode and every op computes only
+        # its output's shape (no memory, no arithmetic). It is made parallel
+        # outside the mode (an op on a fake tensor still runs in its mode)
+        # because FSDP2 over a TP mesh makes a DeviceMesh, whose setup reads
+        # real tensors.
         from torch._subclasses.fake_tensor import FakeTensorMode  # a public class at a private path
 
-        mode = FakeTensorMode(allow_non_fake_inputs=True)  # the meta parameters go in
-        with torch.device("meta"):
+        mode = FakeTensorMode()
+        with mode:
             model = Llama(plan.model, plan.stage_layers(stage), seed=plan.seed, dtype=plan.dtype)
     if plan.tp > 1:
         apply_tp(model, mesh["tp"])
     if plan.dp > 1:
         apply_fsdp(model, mesh["dp"], pipelined=plan.pp > 1)
     with mode, (contextlib.nullcontext() if plan.real else AnswerPipelineVote()):
-        if not plan.real:
-            model.to_empty(device="cpu")
         opt = make_optimizer(plan, model)
         schedule = None
         if plan.pp > 1:
@@ -253,7 +251,7 @@ def run_step(
     if stage == 0:
         schedule.step(tokens)
     elif stage == plan.pp - 1:
-        schedule.step(target=targets, losses=losses)
+        schedule.step(target=targets, losses=losses, return_outputs=False)  # only the losses: no logits kept
     else:
         schedule.step()
     return [x.detach() for x in losses]
