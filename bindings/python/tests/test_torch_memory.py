@@ -224,3 +224,38 @@ def test_the_launchers_memory_option_needs_a_network(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--memory", "t.py"])
     assert e.value.code == 2 and "--memory needs --network" in capsys.readouterr().err
+
+
+def _fsdp2_sgd_step(rank, keep):
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("gloo")
+    lin = torch.nn.Linear(1024, 1024, bias=False)  # 4 MiB of parameters: 2 MiB per rank once sharded
+    fully_shard(lin)  # (puts its sharded parameters in the module's table, no registration hook runs)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    lin(torch.ones(2, 1024)).sum().backward()
+    opt.step()
+    keep.append((lin, opt))  # held past the rank's end, so that its final memory shows them
+    dist.destroy_process_group()
+
+
+def test_fsdp2s_sharded_parameters_and_gradients_are_counted_as_such():
+    keep = []
+    run = kbt.spawn(_fsdp2_sgd_step, args=(keep,), nprocs=2, network=NET, memory=True)
+    for s in run.summary()["ranks"].values():
+        assert s["memory"]["final"]["parameters"] == 2 * 2**20
+        assert s["memory"]["final"]["gradients"] == 2 * 2**20
+
+
+def _to_empty_forward(rank, keep):
+    with torch.device("meta"):
+        lin = torch.nn.Linear(256, 256, bias=False)
+    lin.to_empty(device="cpu")  # new parameters, set without the registration hook
+    lin(torch.ones(1, 256))
+    keep.append(lin)
+
+
+def test_parameters_made_by_to_empty_are_parameters_once_their_module_runs():
+    keep = []
+    run = kbt.spawn(_to_empty_forward, args=(keep,), nprocs=1, network=NET, memory=True)
+    assert run.summary()["ranks"][0]["memory"]["final"]["parameters"] == 256 * 256 * 4

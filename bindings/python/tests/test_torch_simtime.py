@@ -6,6 +6,7 @@ determinism, bad parameters, and per-rank FLOP counting (right on kbthreads
 ranks, wrong on greenlets, where the counting mode leaks between ranks)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import subprocess
@@ -367,7 +368,8 @@ def test_flop_counts_leak_between_ranks_on_greenlets():
 def _assorted_ops(rank):
     """Ops whose FLOPs torch counts by different paths: flat arguments (mm,
     addmm with alpha and beta, bmm), lists of ints (convolution), an op that
-    decomposes (attention), and their backward passes; sizes per rank."""
+    decomposes or runs a kernel of its own (attention: on the CPU its flash
+    kernel, counted by _torchs_counter), and their backward passes; sizes per rank."""
     g = torch.Generator().manual_seed(rank)
     d = 8 * (rank + 1)
     x = torch.randn(d, 16, generator=g, requires_grad=True)
@@ -380,12 +382,26 @@ def _assorted_ops(rank):
     (y.sum() + z.sum() + torch.bmm(q[0], q[0].transpose(1, 2)).sum() + a.sum() + (x @ x.t()).sum()).backward()
 
 
-def test_each_ranks_flops_are_what_flop_counter_mode_counts_for_its_ops():
-    from torch.utils.flop_counter import FlopCounterMode
+def _torchs_counter():
+    """torch's FlopCounterMode, counting also the CPU kernel of attention by
+    torch's own formula for its CUDA kernels (torch's registry lists only
+    those; kbthreads counts the CPU kernel, which the CPU and fake tensors
+    on it run)."""
+    from torch.utils import flop_counter as fc
 
+    aten = torch.ops.aten
+    return fc.FlopCounterMode(display=False, custom_mapping={
+        aten._scaled_dot_product_flash_attention_for_cpu:
+            lambda q, k, v, *a, out_shape=None, **kw: fc.sdpa_flop_count(q, k, v),
+        aten._scaled_dot_product_flash_attention_for_cpu_backward:
+            lambda g, q, k, v, *a, out_shape=None, **kw: fc.sdpa_backward_flop_count(g, q, k, v),
+    })
+
+
+def test_each_ranks_flops_are_what_flop_counter_mode_counts_for_its_ops():
     want = {}
     for r in range(3):
-        with FlopCounterMode(display=False) as m:
+        with _torchs_counter() as m:
             _assorted_ops(r)
         want[r] = m.get_total_flops()
     run = kbt.spawn(_assorted_ops, nprocs=3, network=kbt.Network(A, B), device_flops=1e12)
@@ -418,11 +434,9 @@ def _meta_ops(rank):
 
 @pytest.mark.parametrize("ops", [_fake_ops, _meta_ops], ids=["fake", "meta"])
 def test_under_fake_and_meta_tensors_each_ranks_flops_are_what_flop_counter_mode_counts(ops):
-    from torch.utils.flop_counter import FlopCounterMode
-
     want = {}
     for r in range(3):
-        with FlopCounterMode(display=False) as m:
+        with _torchs_counter() as m:
             ops(r)
         want[r] = m.get_total_flops()
     run = kbt.spawn(ops, nprocs=3, network=kbt.Network(A, B), device_flops=1e12)
@@ -538,3 +552,29 @@ def test_a_compute_model_returning_a_negative_time_fails_the_spawn():
         kbt.spawn(train, nprocs=2, network=kbt.Network(A, B), compute=lambda r, f, c: -1.0)
     err = ei.value.errors[min(ei.value.errors)]
     assert isinstance(err, ValueError) and "returned -1.0 seconds" in str(err)
+
+
+def _attention(rank, make, backward):
+    q, k, v = (make(1, 2, 16, 8).requires_grad_(backward) for _ in range(3))
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    if backward:
+        out.sum().backward()
+
+
+@pytest.mark.parametrize("kind", ["real", "fake"])
+def test_attention_on_the_cpu_counts_its_flops(kind):
+    # two heads of 16 queries and keys of 8 dimensions: q @ k^T and the
+    # weights @ v, 2 * 16 * 16 * 8 FLOPs each per head
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def body(rank, backward):
+        with FakeTensorMode() if kind == "fake" else contextlib.nullcontext():
+            _attention(rank, torch.randn, backward)
+
+    net = kbt.Network(5e-6, 25e9)
+    forward = kbt.spawn(body, args=(False,), nprocs=1, network=net, device_flops=1e12)
+    assert forward.summary()["ranks"][0]["flops"] == 2 * (2 * 2 * 16 * 16 * 8)
+    both = kbt.spawn(body, args=(True,), nprocs=1, network=net, device_flops=1e12)
+    # the backward recomputes the scores, then four products for the
+    # gradients (torch's count for its CUDA kernels, of the same shapes)
+    assert both.summary()["ranks"][0]["flops"] == 7 * (2 * 2 * 16 * 16 * 8)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
 from . import _compat, _dtensor_ops
@@ -135,10 +136,34 @@ def _decomposes(func: Any) -> bool:
         return key in func.py_kernels
 
 
+def _cpu_attention() -> dict[Any, Callable[..., int]]:
+    """FLOP formulas for the CPU kernels of scaled_dot_product_attention.
+    torch's registry has its CUDA kernels' (flash, memory-efficient, cuDNN)
+    and leaves the CPU flash kernel out, which the CPU (and a fake tensor on
+    the CPU) runs: an attention would count nothing. The same formulas, of
+    the same shapes (query, key, value; the output's gradient first in the
+    backward), as torch counts the CUDA kernels."""
+    aten = torch.ops.aten
+    formulas: dict[Any, Callable[..., int]] = {}
+    forward = getattr(flop_counter, "sdpa_flop_count", None)
+    backward = getattr(flop_counter, "sdpa_backward_flop_count", None)
+    fwd_op = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    bwd_op = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
+    if forward is not None and fwd_op is not None:
+        formulas[fwd_op] = lambda q, k, v, *a, out_shape=None, **kw: forward(q, k, v)
+    if backward is not None and bwd_op is not None:
+        formulas[bwd_op] = lambda g, q, k, v, *a, out_shape=None, **kw: backward(g, q, k, v)
+    return formulas
+
+
+_CPU_ATTENTION = _cpu_attention()
+
+
 def start_counter(mode: Callable[[Any], Any] = Counting) -> Any:
     """A FlopCounterMode entered on the calling thread, with the fast path
-    (mode(counter): Counting or a subclass of it)."""
-    m = FlopCounterMode(display=False)
+    (mode(counter): Counting or a subclass of it); it also counts the CPU
+    kernels of attention (_cpu_attention)."""
+    m = FlopCounterMode(display=False, custom_mapping=_CPU_ATTENTION)
     _compat.start_flop_counter(m, _GlobalOnly(), mode)  # FlopCounterMode's entry, with the fast path
     return m
 

@@ -16,8 +16,13 @@ Categories, as MemTracker assigns them:
   ``step``, ``temporaries`` inside a backward pass (the autograd engine runs
   on the rank's thread), ``activations`` otherwise;
 - it becomes ``parameters`` or ``buffers`` when registered on a module
-  (torch's global registration hooks, kept per rank), ``gradients`` when
-  autograd hands it to a parameter (the parameter's gradient hooks), and
+  (torch's global registration hooks, kept per rank) or, for one set
+  without registration (FSDP2 swaps its sharded parameters into the
+  module's table; ``Module.to_empty``), when its module next runs forward
+  (as MemTracker labels a module's parameters and buffers) or an
+  optimizer steps it; ``gradients`` when autograd hands it to a parameter
+  (the parameter's gradient hooks) or, for one assigned without autograd
+  (FSDP2's reduced shards), when an optimizer steps its parameter; and
   ``optimizer_state`` when it is in an optimizer's state after a step.
 
 Invariants: ``total`` is the sum of ``current``; ``peak`` is ``current``
@@ -35,6 +40,7 @@ from typing import Any
 import torch
 from torch.nn.modules.module import (
     register_module_buffer_registration_hook,
+    register_module_forward_pre_hook,
     register_module_parameter_registration_hook,
 )
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -188,8 +194,21 @@ class RankMemory:
         if buffer is not None:
             self.label(buffer, "buffers")
 
+    def _forward_begins(self, module: Any, args: Any) -> None:
+        for param in module.parameters(recurse=False):
+            self.label(param, "parameters")
+        for buffer in module.buffers(recurse=False):
+            self.label(buffer, "buffers")
+
     def _step_begins(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.in_optimizer += 1
+        # what the step reads: its parameters and their gradients (a gradient
+        # assigned without autograd's hooks, as FSDP2 assigns its reduced
+        # shards, is labelled here at the latest)
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                self.label(param, "parameters")
+                self.label(param.grad, "gradients")
 
     def _step_ends(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.in_optimizer -= 1
@@ -202,6 +221,7 @@ class RankMemory:
         self.handles = [
             register_module_parameter_registration_hook(self._parameter),
             register_module_buffer_registration_hook(self._buffer),
+            register_module_forward_pre_hook(self._forward_begins),
             register_optimizer_step_pre_hook(self._step_begins),
             register_optimizer_step_post_hook(self._step_ends),
         ]
