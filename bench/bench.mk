@@ -46,13 +46,14 @@ BENCH_DEB_REQUIRED := build-essential cmake pkg-config libck-dev python3
 BENCH_OPTIONAL_DEPS ?= yes
 BENCH_DEB_OPTIONAL := $(if $(filter yes,$(BENCH_OPTIONAL_DEPS)),g++ libsimgrid-dev python3-greenlet python3-dev gnuplot-nox,)
 
-.PHONY: bench bench-torch bench-torch-handoff bench-smoke bench-report bench-compare bench-build bench-deps bench-clean bench-help
+.PHONY: bench bench-torch bench-torch-handoff bench-torch-llama bench-smoke bench-report bench-compare bench-build bench-deps bench-clean bench-help
 
 bench-help:
 	@echo "make bench          optimised build in $(BENCH_BUILD), every benchmark, results in bench/results/"
 	@echo "make bench-smoke    a seconds-long run proving every benchmark runs"
 	@echo "make bench-torch    torch.distributed: kbthreads, PyTorch's threaded group, gloo processes (docs/bench-torch.md)"
 	@echo "make bench-torch-handoff  only bench-torch's handoff cells: per-rank process state on against off (minutes)"
+	@echo "make bench-torch-llama    the 3-D parallel Llama dry run at 64, 256 and 1,024 ranks (docs/bench-llama.md)"
 	@echo "make bench-report   make bench, then docs/benchmarks.md and docs/bench-yield*.png (BENCH_REUSE=1: no run)"
 	@echo "make bench-compare  two results files figure by figure (BENCH_OLD=... BENCH_NEW=...)"
 	@echo "make bench-clean    remove $(BENCH_BUILD)"
@@ -104,10 +105,12 @@ BENCH_RUN = $(BENCH_PYTHON) $(BENCH_MK_DIR)/run.py --bindir $(BENCH_BUILD) --con
 bench: bench-build
 	$(BENCH_RUN) $(BENCH_ARGS)
 	$(BENCH_TORCH_RUN) --out $(BENCH_RESULTS)/torch-latest.json --report $(BENCH_MK_ROOT)/docs/bench-torch.md
+	$(BENCH_LLAMA_RUN) --out $(BENCH_RESULTS)/torch-llama-latest.json --report $(BENCH_MK_ROOT)/docs/bench-llama.md
 
 bench-smoke: bench-build
 	$(BENCH_RUN) --smoke $(BENCH_ARGS)
 	$(BENCH_TORCH_RUN) --smoke
+	$(BENCH_LLAMA_RUN) --smoke
 
 # torch.distributed on kbthreads against PyTorch's threaded test group and gloo
 # processes (bench/torch_bench.py), with the test venv's PyTorch 2.x (the top
@@ -115,13 +118,25 @@ bench-smoke: bench-build
 # in $(BENCH_BUILD); its report is docs/bench-torch.md.
 BENCH_TORCH_PYTHON ?= $(BENCH_MK_ROOT)/build/venv/bin/python
 BENCH_TORCH_ARGS ?=
-BENCH_TORCH_RUN = @test -x $(BENCH_TORCH_PYTHON) || { echo "bench: $(BENCH_TORCH_PYTHON) missing (make venv)"; exit 1; }; \
+# (the venv's python with this tree's package on the bench build's compiled part)
+BENCH_TORCH_PY = @test -x $(BENCH_TORCH_PYTHON) || { echo "bench: $(BENCH_TORCH_PYTHON) missing (make venv)"; exit 1; }; \
   mkdir -p $(BENCH_RESULTS); \
   PYTHONPATH=$(BENCH_MK_ROOT)/bindings/python KBTHREADS_ACCEL=$$(ls $(BENCH_BUILD)/kbthreads/bindings/python/kbthreads/_accel*.so) \
-  $(BENCH_TORCH_PYTHON) $(BENCH_MK_DIR)/torch_bench.py $(BENCH_TORCH_ARGS)
+  $(BENCH_TORCH_PYTHON)
+BENCH_TORCH_RUN = $(BENCH_TORCH_PY) $(BENCH_MK_DIR)/torch_bench.py $(BENCH_TORCH_ARGS)
 
 bench-torch: bench-build
 	$(BENCH_TORCH_RUN) --out $(BENCH_RESULTS)/torch-latest.json --report $(BENCH_MK_ROOT)/docs/bench-torch.md
+
+# The flagship dry run (examples/llama_dryrun.py: a 3-D parallel Llama step
+# on fake tensors) at 64, 256 and 1,024 ranks, one process each, one after
+# another (bench/torch_llama.py; 20-30 minutes here); its report is
+# docs/bench-llama.md.
+BENCH_LLAMA_ARGS ?=
+BENCH_LLAMA_RUN = $(BENCH_TORCH_PY) -W ignore $(BENCH_MK_DIR)/torch_llama.py $(BENCH_LLAMA_ARGS)
+
+bench-torch-llama: bench-build
+	$(BENCH_LLAMA_RUN) --out $(BENCH_RESULTS)/torch-llama-latest.json --report $(BENCH_MK_ROOT)/docs/bench-llama.md
 
 # Only the handoff cells of bench-torch (a bare handoff in a kbthreads.torch
 # spawn with torch, random and numpy in use, per-rank process state on and

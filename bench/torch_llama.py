@@ -43,15 +43,19 @@ def layout(ranks: int) -> tuple[int, int, int]:
     return ranks // (TP * PP), TP, PP
 
 
-def command(ranks: int, layers: int) -> list[str]:
+# --smoke: the same program at 32 ranks with tiny layers (proves the bench runs; make bench-smoke)
+SMOKE_SHAPE = ["--dim", "64", "--heads", "8", "--kv-heads", "8", "--ffn", "128", "--vocab", "256", "--seq", "64"]
+
+
+def command(ranks: int, layers: int, smoke: bool = False) -> list[str]:
     dp, tp, pp = layout(ranks)
     return [sys.executable, str(EXAMPLE), "--dp", str(dp), "--tp", str(tp), "--pp", str(pp),
-            "--layers-per-stage", str(layers), "--steps", "1"]
+            "--layers-per-stage", str(layers), "--steps", "1", *(SMOKE_SHAPE if smoke else [])]
 
 
-def measure(ranks: int, layers: int, profile: str | None) -> dict[str, object]:
+def measure(ranks: int, layers: int, profile: str | None, smoke: bool = False) -> dict[str, object]:
     """One run in a child process: wall time, peak RSS, its printout."""
-    cmd = command(ranks, layers)
+    cmd = command(ranks, layers, smoke)
     if profile:  # the same run under the sampler below, in the child
         cmd = [sys.executable, str(Path(__file__).resolve()), "--sample", profile, "--", *cmd[1:]]
     load = os.getloadavg()[0]
@@ -189,12 +193,16 @@ def main() -> int:
     p.add_argument("--layers-per-stage", type=int, default=1)
     p.add_argument("--out", help="write the results as JSON here")
     p.add_argument("--profile", help="run under a sampling profiler, its summary written here (use with one size)")
+    p.add_argument("--report", help="write the report (markdown: the table, the command, the machine) here")
+    p.add_argument("--smoke", action="store_true", help="32 ranks, tiny layers: proves the bench runs (no figure)")
     a = p.parse_args()
+    if a.smoke:
+        a.ranks = [32]
     for n in a.ranks:
         layout(n)
     results = []
     for n in sorted(a.ranks):
-        r = measure(n, a.layers_per_stage, a.profile)
+        r = measure(n, a.layers_per_stage, a.profile, a.smoke)
         results.append(r)
         print(f"{n} ranks: {float(r['wall_s']):.1f} s, {float(r['peak_rss_mib']):.0f} MiB", file=sys.stderr, flush=True)  # type: ignore[arg-type]
     print(table(results))
@@ -203,7 +211,31 @@ def main() -> int:
             print(f"\nwhere the time goes at {r['ranks']} ranks (sampled):\n{r['profile']}")
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
+    if a.report:
+        Path(a.report).write_text(report(results, a.layers_per_stage))
     return 0
+
+
+def report(results: list[dict[str, object]], layers: int) -> str:
+    """The report page: what ran, on what, the table and the targets."""
+    import platform
+
+    return "\n".join([
+        "# The 3-D parallel Llama dry run at scale",
+        "",
+        f"Made by `make bench-torch-llama` (part of `make bench`; `bench/torch_llama.py`) on "
+        f"{time.strftime('%Y-%m-%d')}: {os.cpu_count()} CPUs, {platform.system()}, Python "
+        f"{platform.python_version()}. `examples/llama_dryrun.py` with Llama 3 8B's layer shapes (dim 4096, 32 heads, "
+        f"8 KV heads, ffn 14336, vocab 128256), {layers} block(s) per pipeline stage (8B has 32 blocks in all), "
+        "sequences of 8,192 tokens, 8 microbatches, Schedule1F1B, bfloat16 fake tensors in each rank's own "
+        "FakeTensorMode, simulated time and per-rank memory on; one training step. Each size is one process "
+        "(exec to exit), the sizes one after another, never side by side; the load average is read before each.",
+        "",
+        "Targets on a 2-CPU machine: 64 ranks within 60 s; 1,024 ranks within 10 minutes and 8 GiB.",
+        "",
+        table(results),
+        "",
+    ])
 
 
 if __name__ == "__main__":
