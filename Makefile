@@ -64,7 +64,8 @@ help:
 	@echo "make demo-cpp   the same demo written with the C++ layer (same output)"
 	@echo "make demo-torch an unmodified DDP script on 4 kbthreads ranks (examples/ddp_train.py), a torchrun"
 	@echo "                script by kbthreads-torchrun (examples/torchrun_train.py), then a DDP step time predicted"
-	@echo "                for two networks (examples/ddp_predict.py), in the test venv"
+	@echo "                for two networks (examples/ddp_predict.py) and a 3-D parallel Llama dry run on 8 ranks"
+	@echo "                (examples/llama_dryrun.py), in the test venv"
 	@echo "make explore-demo  kbthreads-explore finds, shrinks and replays a planted rank-order bug"
 	@echo "make test       build and run the whole suite; again under Valgrind (memcheck, Helgrind, DRD);"
 	@echo "                then the ThreadSanitizer and AddressSanitizer+UBSan builds"
@@ -152,7 +153,10 @@ demo-cpp: build
 # (docs/torch.md); examples/torchrun_train.py: a torchrun script, unchanged,
 # run by kbthreads-torchrun (python -m kbthreads.torch.run, as the source
 # tree has no console script); examples/ddp_predict.py: a DDP step time
-# predicted for two networks (docs/torch-time.md; timeline and plot in $(BUILD)/).
+# predicted for two networks (docs/torch-time.md; timeline and plot in $(BUILD)/);
+# examples/llama_dryrun.py: a 3-D parallel Llama step on 8 ranks, first on tiny
+# real tensors against the unsplit model, then on fake ones at Llama 3 8B's
+# layer shapes (docs/torch.md; timeline and plot in $(BUILD)/).
 demo-torch: build venv
 	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python examples/ddp_train.py $(DEMO_ARGS)
 	PYTHONPATH=bindings/python KBTHREADS_LIBRARY=$(BUILD)/src/libkbthreads.so.0 $(VENV)/bin/python -m kbthreads.torch.run \
