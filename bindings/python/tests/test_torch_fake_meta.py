@@ -331,6 +331,20 @@ def test_reading_a_meta_result_is_pytorchs_error_not_a_hang() -> None:
 
 
 # ---- whole programs: fake against real at 8 ranks ----------------------------------------------------
+def _mlp() -> torch.nn.Sequential:
+    """The programs' model: a two-layer MLP, the same weights on every rank."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
+
+
+def _two_sgd_steps(model: torch.nn.Module) -> None:
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        model(torch.randn(8, 16)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+
 def _fsdp2_training(data: str) -> Callable[[int], None]:
     """Two steps of a two-layer MLP under FSDP2 (fully_shard per layer and
     the root), its tensors real or fake (the mesh made before the mode, as
@@ -343,16 +357,11 @@ def _fsdp2_training(data: str) -> Callable[[int], None]:
         dist.init_process_group("gloo")
         mesh = init_device_mesh("cpu", (8,))
         with FakeTensorMode() if data == "fake" else contextlib.nullcontext():
-            torch.manual_seed(0)
-            model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
+            model = _mlp()
             for layer in (model[0], model[2]):
                 fully_shard(layer, mesh=mesh)
             fully_shard(model, mesh=mesh)
-            opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            for _ in range(2):
-                model(torch.randn(8, 16)).sum().backward()
-                opt.step()
-                opt.zero_grad()
+            _two_sgd_steps(model)
         dist.destroy_process_group()
 
     return body
@@ -370,14 +379,9 @@ def _tp_training(data: str) -> Callable[[int], None]:
         dist.init_process_group("gloo")
         mesh = init_device_mesh("cpu", (8,))
         with FakeTensorMode() if data == "fake" else contextlib.nullcontext():
-            torch.manual_seed(0)
-            model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
+            model = _mlp()
             parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-            opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            for _ in range(2):
-                model(torch.randn(8, 16)).sum().backward()
-                opt.step()
-                opt.zero_grad()
+            _two_sgd_steps(model)
         dist.destroy_process_group()
 
     return body
@@ -400,16 +404,11 @@ def _fsdp2_tp_training(data: str) -> Callable[[int], None]:
         dp, tp = mesh["dp"], mesh["tp"]
         mode = FakeTensorMode() if data == "fake" else contextlib.nullcontext()
         with mode:
-            torch.manual_seed(0)
-            model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))
+            model = _mlp()
             parallelize_module(model, tp, {"0": ColwiseParallel(), "2": RowwiseParallel()})
         fully_shard(model, mesh=dp)
         with mode:
-            opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            for _ in range(2):
-                model(torch.randn(8, 16)).sum().backward()
-                opt.step()
-                opt.zero_grad()
+            _two_sgd_steps(model)
         dist.destroy_process_group()
 
     return body
