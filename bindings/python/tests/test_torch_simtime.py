@@ -398,14 +398,20 @@ def _torchs_counter():
     })
 
 
-def test_each_ranks_flops_are_what_flop_counter_mode_counts_for_its_ops():
+def _torchs_and_the_spawns_counts(ops):
+    """ops(rank) counted by torch's counter, rank by rank on this thread, and
+    by a 3-rank spawn's simulated time."""
     want = {}
     for r in range(3):
         with _torchs_counter() as m:
-            _assorted_ops(r)
+            ops(r)
         want[r] = m.get_total_flops()
-    run = kbt.spawn(_assorted_ops, nprocs=3, network=kbt.Network(A, B), device_flops=1e12)
-    got = {r: s["flops"] for r, s in run.summary()["ranks"].items()}
+    run = kbt.spawn(ops, nprocs=3, network=kbt.Network(A, B), device_flops=1e12)
+    return want, {r: s["flops"] for r, s in run.summary()["ranks"].items()}
+
+
+def test_each_ranks_flops_are_what_flop_counter_mode_counts_for_its_ops():
+    want, got = _torchs_and_the_spawns_counts(_assorted_ops)
     assert got == want and len(set(want.values())) == 3
 
 
@@ -434,13 +440,7 @@ def _meta_ops(rank):
 
 @pytest.mark.parametrize("ops", [_fake_ops, _meta_ops], ids=["fake", "meta"])
 def test_under_fake_and_meta_tensors_each_ranks_flops_are_what_flop_counter_mode_counts(ops):
-    want = {}
-    for r in range(3):
-        with _torchs_counter() as m:
-            ops(r)
-        want[r] = m.get_total_flops()
-    run = kbt.spawn(ops, nprocs=3, network=kbt.Network(A, B), device_flops=1e12)
-    got = {r: s["flops"] for r, s in run.summary()["ranks"].items()}
+    want, got = _torchs_and_the_spawns_counts(ops)
     assert got == want and len(set(want.values())) == 3 and min(want.values()) > 0
 
 
