@@ -27,6 +27,8 @@
 #define LOOK_RANKS_PER_CPU 4
 /* KB_AFFINITY_ONE_CPU: beyond this many ranks parked looks measured slower than sleeping. */
 #define PINNED_LOOK_RANKS_MAX 512
+/* Looks with as many ranks as CPUs spin this long first: a turn often comes back that soon. */
+#define SHORT_SPIN_NS 2000u
 /* Handoffs per window and per try: unpinned nudges settle into a placement over hundreds. */
 #define WINDOW 256u
 /* Tries take at most 1/TRY_SHARE of the time; a mode that lost waits at most TRY_SHARE periods. */
@@ -35,8 +37,12 @@
 #define MARGIN 8u
 /* Home's figure moves 1/SMOOTH of the way to each window's: one slow window is no change of load. */
 #define SMOOTH 4u
+/* A window counts as at most SPIKE times home's figure: nor is one preemption. */
+#define SPIKE 2u
 /* A mode that lost waits BACKOFF times longer for its next try. */
 #define BACKOFF 4u
+/* A try is judged far slower only after this many handoffs: its first ones pay the moves to seats. */
+#define FAR_AFTER 16u
 /* Tries begin at slots of the clock (nprocs + 1) * this long: side by side, two spawns try at once. */
 #define SLOT_NS_PER_RANK (1ull << 19)
 
@@ -76,10 +82,13 @@ const char *kb_wait_mode_name(int mode)
 }
 
 /* A mode's budget (unpinned, a nudged rank may share the holder's CPU: it yields). */
-static struct kb_wait_budget budget_of(int mode, int ncpu)
+static struct kb_wait_budget budget_of(int mode, int nprocs, int ncpu)
 {
+    int fit = mode == KB_WAIT_LOOK && ncpu >= 2 && nprocs == ncpu;
     return (struct kb_wait_budget){
-        .spin_ns = mode == KB_WAIT_SPIN ? KB_WAIT_LOOK_NS : 0,
+        .spin_ns = mode == KB_WAIT_SPIN ? KB_WAIT_LOOK_NS
+                   : fit                ? SHORT_SPIN_NS
+                                        : 0,
         .look_ns = mode == KB_WAIT_LOOK ? KB_WAIT_LOOK_NS : 0,
         .watch = mode == KB_WAIT_NUDGE && ncpu >= 2 ? KB_WAIT_LOOK_NS | KB_WATCH_YIELD : 0};
 }
@@ -156,7 +165,7 @@ static void seat_resolve(struct kb_wait_policy *p)
 static void set_mode(struct kb_wait_policy *p, int mode)
 {
     int was = p->mode, had_watch = p->rank.watch != 0;
-    p->rank = budget_of(mode, p->ncpu);
+    p->rank = budget_of(mode, p->nprocs, p->ncpu);
     p->mode = mode == KB_WAIT_NUDGE && !p->rank.watch ? KB_WAIT_SLEEP : mode; /* one CPU: no watch */
     /* Nudges start seated (the woken rank lands on the CPU its waker leaves);
      * looks after nudges, or after another mode with more ranks than CPUs,
@@ -166,7 +175,9 @@ static void set_mode(struct kb_wait_policy *p, int mode)
     unsigned t = (unsigned)p->l.turn, other = t ? ((unsigned)getpid() >> ((t - 1) % 16)) & 1u : 0u;
     int gather = !p->rank.watch &&
                  (had_watch || (mode == KB_WAIT_LOOK && was >= 0 && was != mode && p->nprocs > p->ncpu));
-    if (p->seat_cpu[0] >= 0 && (gather || (p->rank.watch && !had_watch))) {
+    /* Spins start seated too: a spinner left by looks on the CPU the holder needs costs its whole spin. */
+    int seat = (p->rank.watch && !had_watch) || (mode == KB_WAIT_SPIN && was != mode);
+    if (p->seat_cpu[0] >= 0 && (gather || seat)) {
         p->gather_cpu = gather ? p->seat_cpu[1 ^ other] : -1; /* -1: by parity */
         p->epoch++;                                           /* every rank moves at its next suspension */
     }
@@ -211,6 +222,7 @@ static void home_round(struct kb_wait_policy *p, uint64_t now, uint64_t h)
     uint64_t slot = ((uint64_t)p->nprocs + 1) * SLOT_NS_PER_RANK;
     if (h - p->h0 >= WINDOW) {
         uint64_t w = (now - p->t0) / (h - p->h0), *e = &p->l.est[p->l.home];
+        w = *e && w > SPIKE * *e ? SPIKE * *e : w;
         *e = *e ? (*e * (SMOOTH - 1) + w) / SMOOTH : w;
         for (int k = 0; k < KB_WAIT_MODES; k++) /* home got slower than a mode measured: try it now */
             p->l.due[k] = p->l.est[k] && p->l.est[k] * MARGIN < *e * (MARGIN - 1) ? 0 : p->l.due[k];
@@ -235,7 +247,7 @@ static void try_round(struct kb_wait_policy *p, uint64_t now, uint64_t h)
 {
     int m = p->mode;
     uint64_t dt = now - p->t0, dh = h - p->h0, home = p->l.est[p->l.home];
-    int far = dt > BACKOFF * dh * home; /* BACKOFF times slower than home: cut, and wait longer */
+    int far = dh >= FAR_AFTER && dt > BACKOFF * dh * home; /* BACKOFF times slower: cut, wait longer */
     uint64_t grow = far ? BACKOFF * BACKOFF : BACKOFF;
     /* A try ends with its window, once far worse, or once it took a window of home's time. */
     if (dh < WINDOW && !far && dt <= WINDOW * home) {

@@ -182,6 +182,25 @@ static void test_up_to_four_ranks_per_cpu_ranks_look_and_beyond_they_nudge(void 
     }
 }
 
+static void test_with_as_many_ranks_as_cpus_a_look_spins_briefly_first(void **state)
+{
+    (void)state;
+    if (UNDER_VALGRIND)
+        return;
+    static const int shape[][2] = {{2, 2}, {4, 4}, {1, 2}, {3, 2}, {8, 2}, {1, 1}};
+    setenv("KB_WAIT_POLICY", "look", 1);
+    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) {
+        struct kb_wait_policy *p = make(shape[i][0], shape[i][1], 0);
+        struct kb_wait_budget b = told(p);
+        assert_int_equal(b.look_ns, KB_WAIT_LOOK_NS);
+        if (shape[i][0] == shape[i][1] && shape[i][1] >= 2)
+            assert_true(b.spin_ns > 0 && b.spin_ns < b.look_ns / 10); /* a turn's worth, not a look's */
+        else
+            assert_int_equal(b.spin_ns, 0);
+        kb__wait_policy_destroy(p);
+    }
+}
+
 static void test_a_nudged_rank_watches_yielding_unpinned(void **state)
 {
     (void)state;
@@ -451,11 +470,52 @@ static void test_a_try_far_slower_than_home_is_cut_short(void **state)
         sim_rounds(&s, 1);
     while (told(s.p).watch) /* the try's rounds */
         sim_rounds(&s, 1);
-    /* more than 4 times slower: cut at its first round boundary (the
-     * settling round before and after it in nudges too), not a whole
-     * window of nudges (15 ms) */
-    assert_true(s.in_mode[KB_WAIT_NUDGE] <= 3 * 8 * 60000);
+    /* more than 4 times slower: cut at the first round boundary after 16
+     * handoffs of it (the settling round before and after it in nudges
+     * too), not a whole window of nudges (15 ms) */
+    assert_true(s.in_mode[KB_WAIT_NUDGE] <= (8 + 16 + 8) * 60000);
     assert_int_equal(report(s.p).wait_mode, KB_WAIT_LOOK);
+    kb__wait_policy_destroy(s.p);
+}
+
+static void test_a_try_is_not_judged_on_its_first_handoffs(void **state)
+{
+    (void)state;
+    struct sim s = simulate(2, 2, 9000, 2000, 9000, 500);
+    if (!adapting_here(s.p))
+        return;
+    struct kb_wait_budget b = told(s.p);
+    while (mode_of(&b) != KB_WAIT_SPIN) { /* until the try of spins begins */
+        sim_rounds(&s, 1);
+        b = told(s.p);
+    }
+    /* its first two rounds pay the ranks' moves to their seats: 4 handoffs
+     * at 12 times home's cost; then it is 4 times faster than home */
+    s.cost[KB_WAIT_SPIN] = 25000;
+    sim_rounds(&s, 2);
+    s.cost[KB_WAIT_SPIN] = 500;
+    sim_rounds(&s, 2000);
+    kb_spawn_stats st = report(s.p);
+    assert_int_equal(st.wait_mode, KB_WAIT_SPIN);
+    assert_int_equal(st.wait_switches, 1);
+    kb__wait_policy_destroy(s.p);
+}
+
+static void test_one_preempted_window_moves_homes_figure_by_at_most_a_quarter(void **state)
+{
+    (void)state;
+    struct sim s = simulate(8, 2, 60000, 2000, 60000, 0);
+    if (!adapting_here(s.p))
+        return;
+    sim_rounds(&s, 100000);
+    assert_int_equal(report(s.p).wait_mode, KB_WAIT_LOOK);
+    assert_int_equal(report(s.p).wait_ns[KB_WAIT_LOOK], 2000);
+    s.cost[KB_WAIT_LOOK] = 200000; /* one round preempted: its window averages 4x home */
+    sim_rounds(&s, 1);
+    s.cost[KB_WAIT_LOOK] = 2000;
+    sim_rounds(&s, 40); /* that window ends */
+    uint64_t est = report(s.p).wait_ns[KB_WAIT_LOOK];
+    assert_true(est > 2000 && est <= 2000 + 2000 / 4); /* counted as twice home's figure */
     kb__wait_policy_destroy(s.p);
 }
 
@@ -679,6 +739,23 @@ static void test_a_stretch_of_nudges_moves_each_rank_once_onto_alternate_cpus(vo
     kb__wait_policy_destroy(p);
 }
 
+static void test_spins_start_with_each_rank_moved_once_onto_alternate_cpus(void **state)
+{
+    (void)state;
+    setenv("KB_WAIT_POLICY", "spin", 1);
+    struct kb_wait_policy *p = make(2, 2, 0);
+    int cpu0 = moves(p, 0), cpu1 = moves(p, 1);
+    assert_int_equal(moves(p, 0), -1); /* once */
+    if (!can_seat() || UNDER_VALGRIND) {
+        assert_int_equal(cpu0, -1);
+        assert_int_equal(cpu1, -1);
+    } else {
+        assert_true(cpu0 >= 0 && cpu1 >= 0);
+        assert_int_not_equal(cpu0, cpu1); /* two spinners never share a CPU */
+    }
+    kb__wait_policy_destroy(p);
+}
+
 static void test_looks_after_nudges_start_gathered_on_one_cpu(void **state)
 {
     (void)state;
@@ -719,6 +796,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_on_one_cpu_ranks_look_at_any_count),
         T(test_up_to_four_ranks_per_cpu_ranks_look_and_beyond_they_nudge),
+        T(test_with_as_many_ranks_as_cpus_a_look_spins_briefly_first),
         T(test_a_nudged_rank_watches_yielding_unpinned),
         T(test_the_driver_looks_before_it_sleeps_unpinned),
         T(test_kb_wait_policy_forces_each_mode_and_nothing_adapts),
@@ -736,6 +814,8 @@ int main(void)
         T(test_it_tries_other_modes_at_any_rank_count),
         T(test_spin_is_a_candidate_only_where_every_rank_has_a_cpu),
         T(test_a_try_far_slower_than_home_is_cut_short),
+        T(test_a_try_is_not_judged_on_its_first_handoffs),
+        T(test_one_preempted_window_moves_homes_figure_by_at_most_a_quarter),
         T(test_sleep_is_a_candidate_only_where_the_ranks_outnumber_the_cpus),
         T(test_on_one_cpu_only_look_and_sleep_are_tried),
         T(test_a_pause_ends_a_try),
@@ -747,6 +827,7 @@ int main(void)
         T(test_a_spawn_of_another_shape_starts_from_the_counts),
         T(test_a_forced_spawn_neither_reads_nor_writes_the_record),
         T(test_a_stretch_of_nudges_moves_each_rank_once_onto_alternate_cpus),
+        T(test_spins_start_with_each_rank_moved_once_onto_alternate_cpus),
         T(test_looks_after_nudges_start_gathered_on_one_cpu),
         T(test_no_rank_moves_without_nudges_or_with_an_affinity_option),
     };
