@@ -28,7 +28,7 @@ BENCH_MK_STANDALONE := $(if $(filter 1,$(words $(MAKEFILE_LIST))),yes,)
 
 BENCH_BUILD ?= $(BENCH_MK_ROOT)/build-bench
 # The same benchmarks against the library built with the condvar baton
-# (KB_BATON=condvar): bench/run.py --condvar-bindir.
+# (KB_BATON=condvar): bench/harness/run.py --condvar-bindir.
 BENCH_CONDVAR_BUILD ?= $(BENCH_MK_ROOT)/build-bench-condvar
 # BENCH_BASELINE_SRC=<another checkout, e.g. of an older main>: these benchmarks built against that
 # library too, in build-bench-baseline, and run beside the new ones (run.py --baseline-bindir).
@@ -99,7 +99,7 @@ ifneq ($(BENCH_BASELINE_SRC),)
 	cmake --build $(BENCH_BASELINE_BUILD) -j $(BENCH_JOBS) --target kb_bench kb_bench_python
 endif
 
-BENCH_RUN = $(BENCH_PYTHON) $(BENCH_MK_DIR)/run.py --bindir $(BENCH_BUILD) --condvar-bindir $(BENCH_CONDVAR_BUILD) \
+BENCH_RUN = $(BENCH_PYTHON) $(BENCH_MK_DIR)/harness/run.py --bindir $(BENCH_BUILD) --condvar-bindir $(BENCH_CONDVAR_BUILD) \
             --results $(BENCH_RESULTS) $(if $(BENCH_BASELINE_SRC),--baseline-bindir $(BENCH_BASELINE_BUILD))
 
 bench: bench-build
@@ -113,7 +113,7 @@ bench-smoke: bench-build
 	$(BENCH_LLAMA_RUN) --smoke
 
 # torch.distributed on kbthreads against PyTorch's threaded test group and gloo
-# processes (bench/torch_bench.py), with the test venv's PyTorch 2.x (the top
+# processes (bench/torch/torch_bench.py), with the test venv's PyTorch 2.x (the top
 # Makefile's `venv` target makes it), on the library and compiled part built
 # in $(BENCH_BUILD); its report is docs/bench-torch.md.
 BENCH_TORCH_PYTHON ?= $(BENCH_MK_ROOT)/build/venv/bin/python
@@ -123,17 +123,17 @@ BENCH_TORCH_PY = @test -x $(BENCH_TORCH_PYTHON) || { echo "bench: $(BENCH_TORCH_
   mkdir -p $(BENCH_RESULTS); \
   PYTHONPATH=$(BENCH_MK_ROOT)/bindings/python KBTHREADS_ACCEL=$$(ls $(BENCH_BUILD)/kbthreads/bindings/python/kbthreads/_accel*.so) \
   $(BENCH_TORCH_PYTHON)
-BENCH_TORCH_RUN = $(BENCH_TORCH_PY) $(BENCH_MK_DIR)/torch_bench.py $(BENCH_TORCH_ARGS)
+BENCH_TORCH_RUN = $(BENCH_TORCH_PY) $(BENCH_MK_DIR)/torch/torch_bench.py $(BENCH_TORCH_ARGS)
 
 bench-torch: bench-build
 	$(BENCH_TORCH_RUN) --out $(BENCH_RESULTS)/torch-latest.json --report $(BENCH_MK_ROOT)/docs/bench-torch.md
 
 # The flagship dry run (examples/llama_dryrun.py: a 3-D parallel Llama step
 # on fake tensors) at 64, 256 and 1,024 ranks, one process each, one after
-# another (bench/torch_llama.py; 20-30 minutes here); its report is
+# another (bench/torch/torch_llama.py; 20-30 minutes here); its report is
 # docs/bench-llama.md.
 BENCH_LLAMA_ARGS ?=
-BENCH_LLAMA_RUN = $(BENCH_TORCH_PY) -W ignore $(BENCH_MK_DIR)/torch_llama.py $(BENCH_LLAMA_ARGS)
+BENCH_LLAMA_RUN = $(BENCH_TORCH_PY) -W ignore $(BENCH_MK_DIR)/torch/torch_llama.py $(BENCH_LLAMA_ARGS)
 
 bench-torch-llama: bench-build
 	$(BENCH_LLAMA_RUN) --out $(BENCH_RESULTS)/torch-llama-latest.json --report $(BENCH_MK_ROOT)/docs/bench-llama.md
@@ -145,11 +145,11 @@ bench-torch-handoff: bench-build
 	$(BENCH_TORCH_RUN) --handoff --out $(BENCH_RESULTS)/torch-handoff-latest.json
 
 bench-report: $(if $(BENCH_REUSE),bench-deps,bench)
-	$(BENCH_PYTHON) $(BENCH_MK_DIR)/report.py --results $(BENCH_RESULTS)/bench-latest.json \
+	$(BENCH_PYTHON) $(BENCH_MK_DIR)/report/report.py --results $(BENCH_RESULTS)/bench-latest.json \
 	  --out $(BENCH_MK_ROOT)/docs/benchmarks.md --png-dir $(BENCH_MK_ROOT)/docs
 
 bench-compare:
-	$(BENCH_PYTHON) $(BENCH_MK_DIR)/compare.py $(BENCH_OLD) $(BENCH_NEW)
+	$(BENCH_PYTHON) $(BENCH_MK_DIR)/report/compare.py $(BENCH_OLD) $(BENCH_NEW)
 
 bench-clean:
 	rm -rf $(BENCH_BUILD) $(BENCH_CONDVAR_BUILD) $(BENCH_BASELINE_BUILD)

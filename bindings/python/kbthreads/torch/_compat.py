@@ -128,7 +128,7 @@ DTENSOR_PROCESS_CACHES: tuple[Name, ...] = (
 SHARDING_PROP_MODULE = "torch.distributed.tensor._sharding_prop"
 PROPAGATION_LOCK = "ShardingPropagator._fake_mode_lock"
 
-# PyTorch's own threaded test backend, which bench/torch_bench.py measures
+# PyTorch's own threaded test backend, which bench/torch/torch_bench.py measures
 # against (checked on 2.13; optional: only the bench imports it)
 THREADED_TEST_GROUP_MODULE = "torch.testing._internal.distributed.multi_threaded_pg"
 
@@ -346,7 +346,7 @@ def dispatch_mode_stack() -> list[Any]:
     return _python_dispatch._get_current_dispatch_mode_stack()
 
 
-# ---- PyTorch's threaded test backend (bench/torch_bench.py; checked on 2.13; optional) ----------
+# ---- PyTorch's threaded test backend (bench/torch/torch_bench.py; checked on 2.13; optional) ----------
 def install_threaded_test_group() -> Callable[[BaseException], None]:
     """Register PyTorch's own threaded test backend ("threaded") and keep
     C++'s registry of groups per thread, as PyTorch's tests do; returns the

@@ -67,7 +67,7 @@ _ARGV, _EXCEPTHOOK, _ENVIRON = 0, 1, 2
 _ENVIRONB = 3 if _HAS_ENVIRONB else -1
 
 _lock = threading.RLock()  # _users, _outside, _written
-_enabled = True  # False only in the bench's "off" side (bench/torch_bench.py): nothing per rank
+_enabled = True  # False only in the bench's "off" side (bench/torch/torch_bench.py): nothing per rank
 _users = 0
 _outside: list[Any] | None = None
 _written: set[Any] = set()  # encoded keys ranks wrote through os.environ (putenv): put back at the last end
@@ -143,7 +143,7 @@ def _restore_c_environ(env: Any) -> None:
 
 
 def _set_enabled(on: bool) -> None:
-    """The bench's switch (bench/torch_bench.py measures a handoff with and
+    """The bench's switch (bench/torch/torch_bench.py measures a handoff with and
     without the swaps): spawns that begin after ``_set_enabled(False)`` keep
     nothing per rank. Not for programs."""
     global _enabled
