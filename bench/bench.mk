@@ -5,7 +5,7 @@
 #   make -f bench/bench.mk bench          optimised build in build-bench/, every benchmark, a table,
 #                                         results in bench/results/ (about 10 minutes on 2 CPUs)
 #   make -f bench/bench.mk bench-smoke    seconds: proves every benchmark runs (no time is asserted)
-#   make -f bench/bench.mk bench-report   `bench`, then docs/benchmarks.md and docs/bench-yield*.png
+#   make -f bench/bench.mk bench-report   `bench`, then docs/benchmarks.md (by question), docs/benchmarks-loads.md, docs/bench-*.png
 #                                         (BENCH_REUSE=1: from the last results, without running again)
 #   make -f bench/bench.mk bench-compare  two results files figure by figure (BENCH_OLD, BENCH_NEW;
 #                                         default: the last run's baseline and new build)
@@ -54,7 +54,7 @@ bench-help:
 	@echo "make bench-torch    torch.distributed: kbthreads, PyTorch's threaded group, gloo processes (docs/bench-torch.md)"
 	@echo "make bench-torch-handoff  only bench-torch's handoff cells: per-rank process state on against off (minutes)"
 	@echo "make bench-torch-llama    the 3-D parallel Llama dry run at 64, 256 and 1,024 ranks (docs/bench-llama.md)"
-	@echo "make bench-report   make bench, then docs/benchmarks.md and docs/bench-yield*.png (BENCH_REUSE=1: no run)"
+	@echo "make bench-report   make bench, then docs/benchmarks.md (by question), docs/benchmarks-loads.md, plots (BENCH_REUSE=1: no run)"
 	@echo "make bench-compare  two results files figure by figure (BENCH_OLD=... BENCH_NEW=...)"
 	@echo "make bench-clean    remove $(BENCH_BUILD)"
 

@@ -48,7 +48,7 @@ def write(ctx: ReportContext) -> None:
     rs = ratios(R)
     if not rs:
         return
-    w("## The condvar baton beside the futex baton (issue 15)")
+    w("### The condvar baton beside the futex baton")
     w("")
     w("The same benchmarks against the library built with `KB_BATON=condvar` (a mutex and a condition "
       "variable per thread, `src/baton_condvar.c`) and with the futex baton (`src/baton_futex.c`, the "

@@ -70,7 +70,7 @@ def write(ctx: ReportContext) -> None:
     R, w = ctx.results, ctx.w
     if not R.has("yield", "kbthreads_taskset") and not R.has("wait", "kbthreads_taskset"):
         return
-    w("## The default against the library's best configuration (issue 20)")
+    w("### The default against the library's best configuration")
     w("")
     w("Per operation: wall time / CPU time of the whole process (every thread) over the same interval, "
       "medians of the runs. taskset: default options with the whole process on one CPU (CPU %s, as "

@@ -104,9 +104,15 @@ class ReportContext:
     """What a section needs: the results and the report's lines so far."""
     results: Results
     lines: List[str] = field(default_factory=list)
+    # When set, written above every table (a line starting with "|" after a
+    # line that is not one): how the table was made (report.py: provenance).
+    caption: str | None = None
 
     def w(self, line: str) -> None:
         """Append one line (or several, joined by newlines) to the report."""
+        if self.caption and line.startswith("|") and not (self.lines and self.lines[-1].startswith("|")):
+            self.lines.append(self.caption)
+            self.lines.append("")
         self.lines.append(line)
 
 

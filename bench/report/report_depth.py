@@ -64,7 +64,7 @@ def write(ctx: ReportContext) -> None:
     if not ds:
         return
     n = depth_n(R)
-    w("## Switch cost against the depth of C frames (issue 30)")
+    w("### Switch cost against the depth of C frames")
     w("")
     w("Per yield (one switch away from the rank and back), median (min–max) of the runs: N = %d ranks, each "
       "yielding from inside D nested C calls that call back into Python (`list(map(f, [0]))` per level, "

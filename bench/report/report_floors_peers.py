@@ -231,7 +231,7 @@ def targets_met_line(rows: Sequence[Tuple[str, str, str, Optional[bool]]]) -> st
 def section_targets(ctx: ReportContext, t: Targets) -> None:
     """The yield loop's targets: one row each, with its verdict, and how many were met."""
     w = ctx.w
-    w("## Targets")
+    w("### Targets")
     w("")
     rows = target_rows(t)
     w(md_table(["target (issue 4)", "measured (medians)", "verdict"],
@@ -311,7 +311,7 @@ def other_ratio_rows(R: Results, t: Targets) -> List[List[str]]:
 def section_ratios(ctx: ReportContext, t: Targets) -> None:
     """Ratios of the yield medians to the floors and peers, ✓/✗ against the targets."""
     R, w = ctx.results, ctx.w
-    w("### Ratios")
+    w("#### Ratios")
     w("")
     rows = floor_ratio_rows(R, t) + simgrid_ratio_rows(R, t) + other_ratio_rows(R, t)
     w(md_table(["N"] + [str(n) for n in R.ns], rows))
@@ -385,7 +385,7 @@ def limit_lines(R: Results, t: Targets) -> List[str]:
 
 def section_discussion(ctx: ReportContext, t: Targets) -> None:
     """What the numbers say: one verdict line per target; why, in bench/report/report-notes.md."""
-    ctx.w("### What the numbers say")
+    ctx.w("#### What the numbers say")
     ctx.w("")
     for line in verdict_lines(ctx.results, t):
         ctx.w("- " + line)

@@ -49,7 +49,7 @@ def write_hog(ctx: ReportContext) -> None:
     R, w = ctx.results, ctx.w
     ns = loaded_ns(R)
     idle = R.d.get("idle") or {}
-    w("## With a CPU hog on the other CPU (issue 20)")
+    w("### With a CPU hog on the other CPU")
     w("")
     w("Default options while a busy loop (`/bin/sh -c 'while :; do :; done'`) pinned to CPU %s runs; the "
       "benchmark itself is not pinned. The baseline build (`--baseline-bindir`, an older library) is measured "
@@ -88,7 +88,7 @@ def write_pair(ctx: ReportContext) -> None:
     R, w = ctx.results, ctx.w
     ns = loaded_ns(R)
     impl = py_impl(R)
-    w("## Two simulations side by side (issue 20)")
+    w("### Two simulations side by side")
     w("")
     w("Two copies of the simulation-shaped job started together (the same M); each figure pools both "
       "copies' runs. Per operation, wall time / CPU time of one process, medians; \"alone\" is the same job "
@@ -100,29 +100,48 @@ def write_pair(ctx: ReportContext) -> None:
                  "two simulations side by side, the default no slower than the baseline's default")
 
 
-# The flagged jobs listed by name; the rest are counted ("… and N more").
-FLAGGED_SHOWN = 40
+# The flagged jobs named in the report, the worst first (others' share of the CPUs); the rest are counted.
+FLAGGED_SHOWN = 10
 
 
-def write_loads(ctx: ReportContext) -> None:
-    """The load at each job's start, the idle gate's rule, the flagged jobs
-    (nothing for results files written before jobs recorded their load)."""
+def write_loads(ctx: ReportContext, loads_name: str | None) -> None:
+    """A short summary of the load at each job's start: the idle gate's rule, how
+    many jobs were flagged busy and the worst of them; every job's row is in the
+    page loads_name (write_loads_page), when given. Nothing for results files
+    written before jobs recorded their load."""
     R, w = ctx.results, ctx.w
     idle = R.d.get("idle")
     jobs = R.d.get("jobs", [])
     if not idle or not jobs or "load1" not in jobs[0]:
         return
-    flagged = [j for j in jobs if j.get("flag")]
-    w("## The load at each job's start")
+    flagged = sorted((j for j in jobs if j.get("flag")), key=lambda j: -j.get("others_cpu", 0.0))
+    w("### The load at each job's start")
     w("")
     w(gate_text(R, idle, len(flagged), len(jobs)))
     w("")
     if flagged:
-        w(md_table(["flagged job", "why"], [[j["label"], j["flag"]] for j in flagged[:FLAGGED_SHOWN]]
+        w(md_table(["flagged job (the worst %d)" % min(len(flagged), FLAGGED_SHOWN), "why"],
+                   [[j["label"], j["flag"]] for j in flagged[:FLAGGED_SHOWN]]
                    + ([["… and %d more" % (len(flagged) - FLAGGED_SHOWN), ""]]
                       if len(flagged) > FLAGGED_SHOWN else [])))
         w("")
+    if loads_name:
+        w("Every job's load, others' share of the CPUs and CPU time: [%s](%s)." % (loads_name, loads_name))
+        w("")
+
+
+def write_loads_page(ctx: ReportContext, title_note: str) -> bool:
+    """The page of every job's row (docs/benchmarks-loads.md); False when the
+    results file has no per-job loads."""
+    jobs = ctx.results.d.get("jobs", [])
+    if not jobs or "load1" not in jobs[0]:
+        return False
+    ctx.w("# Benchmarks: the load at each job's start")
+    ctx.w("")
+    ctx.w(title_note)
+    ctx.w("")
     write_every_job(ctx, jobs)
+    return True
 
 
 def gate_text(R: Results, idle: Dict[str, Any], nflagged: int, njobs: int) -> str:
@@ -143,11 +162,8 @@ def gate_text(R: Results, idle: Dict[str, Any], nflagged: int, njobs: int) -> st
 
 
 def write_every_job(ctx: ReportContext, jobs: List[Dict[str, Any]]) -> None:
-    """Every job's load, others' share and CPU time, folded away (<details>): one row a job."""
+    """Every job's load, others' share and CPU time: one row a job."""
     w = ctx.w
-    w("<details><summary>Every job: load at its start, other runnable tasks, others' share of the CPUs, "
-      "its CPU time</summary>")
-    w("")
     rows = []
     for j in jobs:
         rows.append([j["label"], "%.2f" % j["load1"], j.get("others_runnable", "–"),
@@ -155,6 +171,4 @@ def write_every_job(ctx: ReportContext, jobs: List[Dict[str, Any]]) -> None:
                      j["attempts"], j.get("deliberate") or ("**flagged**" if j.get("flag") else "")])
     w(md_table(["job", "load (1 min) at start", "others runnable", "others' CPU", "CPU / wall",
                 "attempts", "note"], rows))
-    w("")
-    w("</details>")
     w("")

@@ -208,7 +208,7 @@ def write(ctx: ReportContext) -> None:
     if not C.by:
         return
     p = (R.d.get("params") or {}).get("policy") or {}
-    w("## The reactive wait policy (issue 31)")
+    w("### The reactive wait policy")
     w("")
     w("ns per operation, the work included. Each figure is the median of %s interleaved processes (every "
       "configuration once, then again), each the median of its %s repetitions; the noise column is the "
@@ -219,15 +219,15 @@ def write(ctx: ReportContext) -> None:
       "`kb_spawn_opts.stats`, ended in; switches: that spawn's mode changes, summed over "
       "the processes. bench/harness/jobs_policy.py runs the jobs." % (p.get("processes", "–"), p.get("reps", "–")))
     w("")
-    w("### Idle machine")
+    w("#### Idle machine")
     w("")
     vs_forced, vs_own, vs_static = idle_table(C, w)
     w("")
-    w("### Beside a CPU hog")
+    w("#### Beside a CPU hog")
     w("")
     hog_forced, hog_static = loaded_table(C, "hog", w)
     w("")
-    w("### Two simulations side by side")
+    w("#### Two simulations side by side")
     w("")
     pair_forced, pair_static = loaded_table(C, "pair", w)
     w("")

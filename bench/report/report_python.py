@@ -70,7 +70,7 @@ def write(ctx: ReportContext) -> None:
     R, w = ctx.results, ctx.w
     if not any(R.has(b, "kbthreads_py") or R.has(b, "kbthreads_join") for b in BENCHES):
         return
-    w("## Python ranks and timed joins (issue 12)")
+    w("### Python ranks and timed joins")
     w("")
     w("Per operation, median (min–max) of the runs: the same loop of N ranks (kb_bench's) in C through "
       "`kb_spawn`, in C through `kb_start` and `kb_join(pc, %d, NULL)` until it returns 1 (as the Python "

@@ -88,7 +88,7 @@ def write_sim(ctx: ReportContext, ns: List[int]) -> None:
     """The simulation-shaped job: every scheduler, their ratios, the event-order check, the target."""
     R, w = ctx.results, ctx.w
     sim = R.d["sim"]
-    w("## A simulation-shaped job (issue 20)")
+    w("### A simulation-shaped job")
     w("")
     w("The reference runtime's shape (`bench/python/sim_model.py`, `bench/handoff/kb_sim.c`): per step "
       "every rank launches 4 kernels on a heap-based engine and waits for each (the engine's wait pops the "

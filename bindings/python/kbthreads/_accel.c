@@ -16,7 +16,7 @@
  * Why C for all of it: a ctypes foreign call costs several times a
  * C-level call from Python, and a ctypes callback (a rank's entry, the
  * engine's wait hook once per drained handle) more still, through libffi
- * (bench/report/report-notes.md has the counts).
+ * (docs/benchmarks-history.md has the counts).
  *
  * One library: this module is linked with libkbthreads. A pip-built
  * package compiles the library into this module; the CMake build links it
