@@ -37,8 +37,6 @@
 #define MARGIN 8u
 /* Home's figure moves 1/SMOOTH of the way to each window's: one slow window is no change of load. */
 #define SMOOTH 4u
-/* A window counts as at most SPIKE times home's figure: nor is one preemption. */
-#define SPIKE 2u
 /* A mode that lost waits BACKOFF times longer for its next try. */
 #define BACKOFF 4u
 /* A try is judged far slower only after this many handoffs: its first ones pay the moves to seats. */
@@ -222,7 +220,6 @@ static void home_round(struct kb_wait_policy *p, uint64_t now, uint64_t h)
     uint64_t slot = ((uint64_t)p->nprocs + 1) * SLOT_NS_PER_RANK;
     if (h - p->h0 >= WINDOW) {
         uint64_t w = (now - p->t0) / (h - p->h0), *e = &p->l.est[p->l.home];
-        w = *e && w > SPIKE * *e ? SPIKE * *e : w;
         *e = *e ? (*e * (SMOOTH - 1) + w) / SMOOTH : w;
         for (int k = 0; k < KB_WAIT_MODES; k++) /* home got slower than a mode measured: try it now */
             p->l.due[k] = p->l.est[k] && p->l.est[k] * MARGIN < *e * (MARGIN - 1) ? 0 : p->l.due[k];

@@ -501,24 +501,6 @@ static void test_a_try_is_not_judged_on_its_first_handoffs(void **state)
     kb__wait_policy_destroy(s.p);
 }
 
-static void test_one_preempted_window_moves_homes_figure_by_at_most_a_quarter(void **state)
-{
-    (void)state;
-    struct sim s = simulate(8, 2, 60000, 2000, 60000, 0);
-    if (!adapting_here(s.p))
-        return;
-    sim_rounds(&s, 100000);
-    assert_int_equal(report(s.p).wait_mode, KB_WAIT_LOOK);
-    assert_int_equal(report(s.p).wait_ns[KB_WAIT_LOOK], 2000);
-    s.cost[KB_WAIT_LOOK] = 200000; /* one round preempted: its window averages 4x home */
-    sim_rounds(&s, 1);
-    s.cost[KB_WAIT_LOOK] = 2000;
-    sim_rounds(&s, 40); /* that window ends */
-    uint64_t est = report(s.p).wait_ns[KB_WAIT_LOOK];
-    assert_true(est > 2000 && est <= 2000 + 2000 / 4); /* counted as twice home's figure */
-    kb__wait_policy_destroy(s.p);
-}
-
 static void test_sleep_is_a_candidate_only_where_the_ranks_outnumber_the_cpus(void **state)
 {
     (void)state;
@@ -815,7 +797,6 @@ int main(void)
         T(test_spin_is_a_candidate_only_where_every_rank_has_a_cpu),
         T(test_a_try_far_slower_than_home_is_cut_short),
         T(test_a_try_is_not_judged_on_its_first_handoffs),
-        T(test_one_preempted_window_moves_homes_figure_by_at_most_a_quarter),
         T(test_sleep_is_a_candidate_only_where_the_ranks_outnumber_the_cpus),
         T(test_on_one_cpu_only_look_and_sleep_are_tried),
         T(test_a_pause_ends_a_try),
