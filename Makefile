@@ -50,7 +50,7 @@ VENV_PYTHON ?= /usr/bin/python3
 VENV_PIP_ARGS ?=
 TEST_REQUIREMENTS := bindings/python/requirements-test.txt
 
-.PHONY: all deps deps-build deps-docs deps-venv build build-tests venv demo demo-cpp demo-torch explore-demo test test-fast test-loaded test-condvar test-portable docs format format-check install clean help
+.PHONY: all deps deps-build deps-docs deps-venv build build-tests venv demo demo-cpp demo-torch explore-demo test test-passes test-suite test-fast test-loaded test-condvar test-portable docs format format-check install clean help
 
 PREFIX ?= /usr/local
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null || \
@@ -187,31 +187,38 @@ test-loaded: build-tests
 	  ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
 
 # The whole suite: format, API docs, the Python packages' typing and lint
-# (python.mk), ctest (with gdb, pytest, packaging, reliability), the same
-# programs under Valgrind memcheck, Helgrind and DRD,
-# the ThreadSanitizer and AddressSanitizer+UBSan builds (tsan/tsan.mk), the
-# suite without Valgrind in a Release build (tests/build-types.mk), the
-# condvar and portable builds (each with this build's venv), a seconds-long
-# benchmark smoke run (no time is asserted), and the binding on every other
-# CPython (bindings/python/python.mk).
+# (python.mk) first; then its passes, independent of each other, up to
+# TEST_PASSES at a time, each printed whole when it ends (each also uses
+# every CPU on its own; side by side they fill each other's tails, a
+# single long test or a build's link step):
+#   test-suite    ctest here (with gdb, pytest, packaging, reliability) and
+#                 the same programs under Valgrind memcheck, Helgrind and DRD
+#   tsan, asan    the ThreadSanitizer and AddressSanitizer+UBSan builds (tsan/tsan.mk)
+#   test-release  the suite without Valgrind in a Release build (tests/build-types.mk)
+#   test-condvar, test-portable   the condvar and portable builds (each with this build's venv)
+#   bench-smoke   a seconds-long benchmark run (no time is asserted)
+#   test-pythons  the binding on every other CPython (bindings/python/python.mk)
+# The suite passes beside busy loops (make test-loaded), so two passes side
+# by side hold too. TEST_PASSES=1: one after another.
+TEST_PASSES ?= 2
+TEST_PASS_TARGETS := test-suite tsan test-release asan test-condvar test-portable test-pythons bench-smoke
 test: build-tests
 	$(MAKE) --no-print-directory format-check docs
 	$(MAKE) --no-print-directory lint-python
-	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -LE valgrind
-	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) -L valgrind
-	$(MAKE) tsan asan
-	$(MAKE) test-release
-	$(MAKE) test-condvar test-portable
-	$(MAKE) bench-smoke
-	$(MAKE) test-pythons
+	$(MAKE) --no-print-directory -j $(TEST_PASSES) --output-sync=target test-passes
+
+test-passes: $(TEST_PASS_TARGETS)
+
+test-suite: build-tests
+	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS)
 
 # The other baton and the portable fallbacks (docs/design.md): the suite and
 # its memcheck pass, each in its own build folder. (Helgrind, DRD, TSan and
 # ASan run against them on demand: e.g. make tsan TSAN_BUILD=build-tsan-condvar
 # CMAKE_FLAGS=-DKB_BATON=condvar.)
 # (kbthreads.torch's suite reaches the baton only through the binding, whose
-# own suite runs here: it runs in the default and Release builds and against
-# the installed wheel, not again in these two; bindings/python/CMakeLists.txt.)
+# own suite runs here: it runs in the default build and against the
+# installed wheel, not again in these two; bindings/python/CMakeLists.txt.)
 OTHER_BATON_FLAGS ?= -DKB_TEST_TORCH=OFF
 CONDVAR_BUILD  ?= build-condvar
 PORTABLE_BUILD ?= build-portable

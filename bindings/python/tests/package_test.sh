@@ -19,19 +19,23 @@
 #      `pip wheel --no-build-isolation --no-index`: it builds on its own,
 #      and gives the same files as the wheel of step 1.
 #   1b. `pip wheel` of the copy's bindings/python, in place, leaves nothing
-#      in that tree, and the tree's own suite then passes (against the
-#      wheel's module, KBTHREADS_ACCEL; with TEST_PYTHON): nothing left
-#      there is taken for an installed package. (Without kbthreads.torch's
-#      files: they run against the installed wheel in step 2.)
+#      in that tree (every path listed before and after), so nothing left
+#      there can be taken for an installed package; the tree's package then
+#      imports with the wheel's module (KBTHREADS_ACCEL). (The suite itself
+#      runs against the installed wheel in step 2, not twice against one
+#      library.)
 #   2. The wheel installs into a fresh venv made by PYTHON
 #      (--system-site-packages: pytest and greenlet come from Debian; with
 #      TEST_PYTHON, that venv's packages come first: PyTorch, numpy, pytest,
 #      greenlet, ..., and its commands are linked beside this venv's
 #      python, so the suite's tests of them run here too), and the
-#      binding's whole pytest suite, the oracle traces included, runs
-#      against the installed package (a copy of tests/ and the examples away
-#      from the source tree), with no KBTHREADS_*
-#      variable and no libkbthreads on the loader's path.
+#      binding's pytest suite, the oracle traces included, runs against the
+#      installed package (a copy of tests/ and the examples away from the
+#      source tree), with no KBTHREADS_* variable and no libkbthreads on the
+#      loader's path. kbthreads.torch's files are left to the build's ctest
+#      (python_torch: Python above the binding, whose suite runs here); here
+#      every kbthreads.torch module imports from the package and
+#      kbthreads-torchrun runs a script (step 3).
 #   3. gdb's `kb ranks` (the script the package's module embeds, through the
 #      debug info and, on a copy stripped of it, through the debug
 #      descriptor) and the kbthreads-dump console script find the ranks of a
@@ -125,11 +129,13 @@ echo "the unpacked sdist alone built the same wheel offline"
 diff "$tmp/before.list" "$tmp/after.list" || fail "pip wheel left the files above in the tree"
 "$python" -m zipfile -e "$(ls "$tmp"/intree/kbthreads-*.whl)" "$tmp/intree/unpacked"
 accel=$(ls "$tmp"/intree/unpacked/kbthreads/_accel*.so)
-(cd "$tmp/copy/bindings/python" && env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONDONTWRITEBYTECODE=1 \
-    KBTHREADS_ACCEL="$accel" "$test_python" -m pytest -q -p no:cacheprovider \
-        --ignore-glob="$tmp/copy/bindings/python/tests/test_torch_*.py" tests) \
-    >"$tmp/tree-pytest.log" 2>&1 || { tail -n 60 "$tmp/tree-pytest.log"; fail "the tree's suite failed after pip wheel"; }
-echo "pip wheel in the tree left it as it was; the tree's suite: $(tail -n 1 "$tmp/tree-pytest.log")"
+from_tree=$(cd "$tmp/copy/bindings/python" && env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONDONTWRITEBYTECODE=1 \
+    KBTHREADS_ACCEL="$accel" "$test_python" -c \
+    'import kbthreads; from kbthreads._loader import accel; kbthreads.Context(); print(kbthreads.__file__, accel.__file__)') \
+    || fail "the tree's package does not import after pip wheel"
+case "$from_tree" in "$tmp/copy/bindings/python/kbthreads/"*" $accel") ;;
+    *) fail "after pip wheel the tree's package and module were: $from_tree" ;; esac
+echo "pip wheel in the tree left it as it was; the tree's package imports with the wheel's module"
 
 # 2. a fresh venv, the wheel, the suite against the installed package
 "$python" -m venv --system-site-packages "$tmp/venv"
@@ -160,8 +166,8 @@ cp -r "$repo/examples" "$tmp/suite/"
 rm -rf "$suite/__pycache__"
 # Nothing from the caller's environment: no KBTHREADS_*, no LD_LIBRARY_PATH, no PYTHONPATH.
 run() { env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONDONTWRITEBYTECODE=1 "$@"; }
-(cd "$tmp" && run "$venv/python" -m pytest -q -rs -p no:cacheprovider "$suite") >"$tmp/pytest.log" 2>&1 \
-    || { tail -n 60 "$tmp/pytest.log"; fail "the pytest suite failed against the installed package"; }
+(cd "$tmp" && run "$venv/python" -m pytest -q -rs -p no:cacheprovider --ignore-glob="$suite/test_torch_*.py" "$suite") \
+    >"$tmp/pytest.log" 2>&1 || { tail -n 60 "$tmp/pytest.log"; fail "the pytest suite failed against the installed package"; }
 tail -n 1 "$tmp/pytest.log"
 ! grep -q "SKIPPED.*test_package.py" "$tmp/pytest.log" || { cat "$tmp/pytest.log"; fail "the metadata tests were skipped"; }
 installed=$(cd "$tmp" && run "$venv/python" -c 'import kbthreads; print(kbthreads.__file__)')
@@ -218,8 +224,17 @@ check_ranks "gdb kb ranks (the debug descriptor)" "$(gdb_ranks)"
 stop_ranks
 
 run "$venv/kbthreads-explore" --help >/dev/null || fail "kbthreads-explore --help failed"
-# kbthreads-torchrun (needs PyTorch: the test venv's, when there is one)
+# every kbthreads.torch module, and kbthreads-torchrun (needs PyTorch: the
+# test venv's, when there is one)
 if (cd "$tmp" && run "$venv/python" -c 'import torch') 2>/dev/null; then
+    want=$(cd "$repo/bindings/python/kbthreads/torch" && ls *.py | sed 's/\.py$//' | grep -v '^__init__$' | LC_ALL=C sort)
+    got=$(cd "$tmp" && run "$venv/python" -c '
+import importlib, pkgutil, kbthreads.torch as t
+assert t.__file__.startswith("'"$tmp"'/venv/"), t.__file__
+for m in sorted(i.name for i in pkgutil.iter_modules(t.__path__)):
+    importlib.import_module("kbthreads.torch." + m)
+    print(m)') || fail "a kbthreads.torch module does not import from the installed package"
+    [ "$want" = "$got" ] || { printf 'source:\n%s\ninstalled:\n%s\n' "$want" "$got"; fail "the package's kbthreads.torch modules differ"; }
     out=$(cd "$tmp" && run "$venv/kbthreads-torchrun" --nproc-per-node 2 "$tmp/suite/examples/torchrun_train.py" \
         --steps 1 2>&1) || { printf '%s\n' "$out"; fail "kbthreads-torchrun of examples/torchrun_train.py failed"; }
     printf '%s\n' "$out" | grep -q "^rank 1 (local rank 1) of 2: " \
