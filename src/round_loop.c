@@ -266,8 +266,9 @@ static int build_order(struct kb_run *run)
     return 0;
 }
 
-/* Start the round whose order is built: count and record it. Holder only. */
-static void begin_round(struct kb_run *run)
+/* Start the round whose order is built: count and record it. Holder only
+ * (driver: 1 when it is the driver). */
+static void begin_round(struct kb_run *run, int driver)
 {
     run->counters.rounds++;
     if (run->files.record) {
@@ -277,7 +278,7 @@ static void begin_round(struct kb_run *run)
     run->round_t0 = run->files.tl ? kb__now_ns() : 0;
     run->stop = KB_STOP_NONE;
     run->pos = 0;
-    kb__wait_round(run->wait, run->counters.handoffs);
+    kb__wait_round(run->wait, run->counters.handoffs, driver);
 }
 
 static void end_round(struct kb_run *run)
@@ -313,7 +314,7 @@ static int round_boundary(struct kb_run *run)
     if (run->files.record)
         kb__record_drain(run->files.record, run->counters.rounds, 0);
     build_order(run); /* cannot diverge: no strict replay here */
-    begin_round(run);
+    begin_round(run, 0);
     return run->order[0];
 }
 
@@ -389,7 +390,7 @@ int kb__sched_round(struct kb_run *run)
     int rc = build_order(run);
     if (rc != 0)
         return stop_run(run, rc);
-    begin_round(run);
+    begin_round(run, 1);
     struct kb_slot *ahead = nudge_target(run, kb__wait_nudging(run->wait), KB_DRIVER, run->order[0]);
     kb__handoff(run, run->order[0]);
     if (ahead)

@@ -2,8 +2,9 @@
 /*
  * The wait policy (wait_policy.h; docs/design.md, "the wait policy"; Karlin
  * et al., SOSP 1991, and Lim and Agarwal, ASPLOS 1994: adapt by measured
- * cost). docs/benchmarks.md has what each part buys. Every field is the
- * holder's: a change of mode is ordered with the handoffs.
+ * cost). What each part buys: docs/benchmarks-history.md (the ablation) and
+ * docs/benchmarks.md. Every field is the holder's: a change of mode is
+ * ordered with the handoffs.
  */
 #include "wait_policy.h"
 
@@ -27,7 +28,7 @@
 #define LOOK_RANKS_PER_CPU 4
 /* KB_AFFINITY_ONE_CPU: beyond this many ranks parked looks measured slower than sleeping. */
 #define PINNED_LOOK_RANKS_MAX 512
-/* Looks with as many ranks as CPUs spin this long first: a turn often comes back that soon. */
+/* Looks with as many ranks as CPUs, rounds leaving the driver out, spin this long first. */
 #define SHORT_SPIN_NS 2000u
 /* Handoffs per window and per try: unpinned nudges settle into a placement over hundreds. */
 #define WINDOW 256u
@@ -57,6 +58,7 @@ struct kb_wait_policy {
     struct kb_wait_budget rank; /* how a suspended rank waits now */
     unsigned park_ns;
     int nprocs, ncpu, mode; /* mode: the kb_wait_mode `rank` is (-1 before the first) */
+    int short_spin;         /* as many ranks as CPUs, auto or static: looks may spin first */
     uint64_t (*clock)(void);
     struct kb_wait_memory **memory;
     int adaptive, cycle;                              /* both 0: `rank` is fixed */
@@ -80,13 +82,10 @@ const char *kb_wait_mode_name(int mode)
 }
 
 /* A mode's budget (unpinned, a nudged rank may share the holder's CPU: it yields). */
-static struct kb_wait_budget budget_of(int mode, int nprocs, int ncpu)
+static struct kb_wait_budget budget_of(int mode, int ncpu)
 {
-    int fit = mode == KB_WAIT_LOOK && ncpu >= 2 && nprocs == ncpu;
     return (struct kb_wait_budget){
-        .spin_ns = mode == KB_WAIT_SPIN ? KB_WAIT_LOOK_NS
-                   : fit                ? SHORT_SPIN_NS
-                                        : 0,
+        .spin_ns = mode == KB_WAIT_SPIN ? KB_WAIT_LOOK_NS : 0,
         .look_ns = mode == KB_WAIT_LOOK ? KB_WAIT_LOOK_NS : 0,
         .watch = mode == KB_WAIT_NUDGE && ncpu >= 2 ? KB_WAIT_LOOK_NS | KB_WATCH_YIELD : 0};
 }
@@ -163,11 +162,11 @@ static void seat_resolve(struct kb_wait_policy *p)
 static void set_mode(struct kb_wait_policy *p, int mode)
 {
     int was = p->mode, had_watch = p->rank.watch != 0;
-    p->rank = budget_of(mode, p->nprocs, p->ncpu);
+    p->rank = budget_of(mode, p->ncpu);
     p->mode = mode == KB_WAIT_NUDGE && !p->rank.watch ? KB_WAIT_SLEEP : mode; /* one CPU: no watch */
     /* Nudges start seated (the woken rank lands on the CPU its waker leaves);
      * looks after nudges, or after another mode with more ranks than CPUs,
-     * gathered (left half on a hog's CPU, looks are far slower: docs/benchmarks.md):
+     * gathered (left half on a hog's CPU, looks are far slower: docs/benchmarks-history.md):
      * turn 0 on the driver's CPU, turn k by bit k - 1 of the pid, so that two
      * processes gathered on one CPU part where their pids differ. */
     unsigned t = (unsigned)p->l.turn, other = t ? ((unsigned)getpid() >> ((t - 1) % 16)) & 1u : 0u;
@@ -303,8 +302,13 @@ static void adapt_save(const struct kb_wait_policy *p)
     *p->memory = m;
 }
 
-void kb__wait_round(struct kb_wait_policy *p, uint64_t h)
+void kb__wait_round(struct kb_wait_policy *p, uint64_t h, int driver)
 {
+    /* A turn often comes back within 2 us, and two ranks the kernel left on
+     * one CPU then lose 2 us, not a time slice; while the driver drains
+     * between rounds the spinners would keep it off the CPUs. */
+    if (p->short_spin && p->mode == KB_WAIT_LOOK)
+        p->rank.spin_ns = driver ? 0 : SHORT_SPIN_NS;
     if (h < p->next_check || !(p->adaptive || p->cycle))
         return;
     if (p->cycle) {
@@ -368,8 +372,10 @@ static void default_affinity(struct kb_wait_policy *p, int valgrind)
     } else if (pol == POLICY_FIXED) {
         set_mode(p, forced);
     } else if (pol == POLICY_STATIC) {
+        p->short_spin = p->ncpu >= 2 && p->nprocs == p->ncpu;
         set_mode(p, static_mode(p->nprocs, p->ncpu));
     } else {
+        p->short_spin = p->ncpu >= 2 && p->nprocs == p->ncpu;
         p->ncand = candidates(p->nprocs, p->ncpu, p->cand);
         adapt_start(p, static_mode(p->nprocs, p->ncpu), 0);
     }

@@ -47,8 +47,9 @@ int kb__wait_nudging(const struct kb_wait_policy *p);
 /* How long the driver and parked workers look before they sleep. */
 unsigned kb__wait_park_ns(const struct kb_wait_policy *p);
 
-/* The holder, as a round begins: the handoffs so far. Usually a compare. */
-void kb__wait_round(struct kb_wait_policy *p, uint64_t handoffs);
+/* The holder, as a round begins: the handoffs so far, and 1 when the
+ * driver begins it (it drained), 0 when a rank does. Usually a compare. */
+void kb__wait_round(struct kb_wait_policy *p, uint64_t handoffs, int driver);
 
 /* A timed kb_join returned with the run live; a later one goes on (driver). */
 void kb__wait_pause(struct kb_wait_policy *p);

@@ -89,7 +89,7 @@ struct sim {
 static void sim_rounds(struct sim *s, int rounds)
 {
     for (int r = 0; r < rounds; r++) {
-        kb__wait_round(s->p, s->h);
+        kb__wait_round(s->p, s->h, 0);
         struct kb_wait_budget b = told(s->p);
         int m = mode_of(&b);
         uint64_t t = (uint64_t)s->nprocs * s->cost[m];
@@ -182,23 +182,41 @@ static void test_up_to_four_ranks_per_cpu_ranks_look_and_beyond_they_nudge(void 
     }
 }
 
-static void test_with_as_many_ranks_as_cpus_a_look_spins_briefly_first(void **state)
+/* What a rank is told after a round begun by the driver (1) or a rank (0). */
+static struct kb_wait_budget told_after_round(struct kb_wait_policy *p, int driver)
+{
+    kb__wait_round(p, 0, driver);
+    return told(p);
+}
+
+static void
+test_with_as_many_ranks_as_cpus_a_look_spins_briefly_first_while_the_driver_is_left_out(void **state)
 {
     (void)state;
     if (UNDER_VALGRIND)
         return;
     static const int shape[][2] = {{2, 2}, {4, 4}, {1, 2}, {3, 2}, {8, 2}, {1, 1}};
-    setenv("KB_WAIT_POLICY", "look", 1);
-    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) {
-        struct kb_wait_policy *p = make(shape[i][0], shape[i][1], 0);
-        struct kb_wait_budget b = told(p);
-        assert_int_equal(b.look_ns, KB_WAIT_LOOK_NS);
-        if (shape[i][0] == shape[i][1] && shape[i][1] >= 2)
-            assert_true(b.spin_ns > 0 && b.spin_ns < b.look_ns / 10); /* a turn's worth, not a look's */
-        else
-            assert_int_equal(b.spin_ns, 0);
-        kb__wait_policy_destroy(p);
-    }
+    static const char *const policy[] = {NULL, "static"};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) {
+            if (policy[k])
+                setenv("KB_WAIT_POLICY", policy[k], 1);
+            struct kb_wait_policy *p = make(shape[i][0], shape[i][1], 0);
+            struct kb_wait_budget out = told_after_round(p, 0), in = told_after_round(p, 1);
+            assert_int_equal(out.look_ns, KB_WAIT_LOOK_NS);
+            if (shape[i][0] == shape[i][1] && shape[i][1] >= 2)
+                assert_true(out.spin_ns > 0 && out.spin_ns < out.look_ns / 10); /* a turn's worth */
+            else
+                assert_int_equal(out.spin_ns, 0);
+            assert_int_equal(in.spin_ns, 0); /* spinners would keep a draining driver off the CPUs */
+            assert_int_equal(told_after_round(p, 0).spin_ns, out.spin_ns);
+            kb__wait_policy_destroy(p);
+            unsetenv("KB_WAIT_POLICY");
+        }
+    setenv("KB_WAIT_POLICY", "look", 1); /* a forced look is only a look */
+    struct kb_wait_policy *p = make(2, 2, 0);
+    assert_int_equal(told_after_round(p, 0).spin_ns, 0);
+    kb__wait_policy_destroy(p);
 }
 
 static void test_a_nudged_rank_watches_yielding_unpinned(void **state)
@@ -778,7 +796,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_on_one_cpu_ranks_look_at_any_count),
         T(test_up_to_four_ranks_per_cpu_ranks_look_and_beyond_they_nudge),
-        T(test_with_as_many_ranks_as_cpus_a_look_spins_briefly_first),
+        T(test_with_as_many_ranks_as_cpus_a_look_spins_briefly_first_while_the_driver_is_left_out),
         T(test_a_nudged_rank_watches_yielding_unpinned),
         T(test_the_driver_looks_before_it_sleeps_unpinned),
         T(test_kb_wait_policy_forces_each_mode_and_nothing_adapts),
