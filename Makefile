@@ -224,11 +224,11 @@ CONDVAR_BUILD  ?= build-condvar
 PORTABLE_BUILD ?= build-portable
 MEMCHECK_TESTS := -R '^valgrind/'
 
-test-condvar:
+test-condvar: deps
 	$(MAKE) BUILD=$(CONDVAR_BUILD) VENV=$(abspath $(VENV)) CMAKE_FLAGS="$(CMAKE_FLAGS) -DKB_BATON=condvar $(OTHER_BATON_FLAGS)" test-fast
 	cd $(CONDVAR_BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) $(MEMCHECK_TESTS)
 
-test-portable:
+test-portable: deps
 	$(MAKE) BUILD=$(PORTABLE_BUILD) VENV=$(abspath $(VENV)) CMAKE_FLAGS="$(CMAKE_FLAGS) -DKB_PORTABLE=ON $(OTHER_BATON_FLAGS)" test-fast
 	cd $(PORTABLE_BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) $(MEMCHECK_TESTS)
 

@@ -490,7 +490,8 @@ QUESTIONS = [
              [lambda ctx, t: report_batons.write(ctx)]),
     Question("policy", "Which wait mode wins where (the reactive policy, forced modes, pinned, spread)?",
              "policy taskset pin spread", r"^policy|taskset$",
-             [lambda ctx, t: report_best_config.write(ctx), lambda ctx, t: report_policy.write(ctx)]),
+             [lambda ctx, t: report_best_config.write(ctx), lambda ctx, t: report_policy.write(ctx),
+              lambda ctx, t: report_policy.write_against_baseline(ctx)]),
     Question("loaded", "On a busy machine (a CPU hog, two simulations side by side)?", "hog pair",
              r"^(hog|pair)", [lambda ctx, t: report_load.write(ctx)]),
     Question("spawn", "What does a spawn cost?", "spawn", r"^kbthreads spawn",
@@ -555,10 +556,23 @@ def section_run(ctx: ReportContext, loads_name: str | None) -> None:
     report_load.write_loads(ctx, loads_name)
 
 
-def write_report(R: Results, src: str, out: str, notes_path: str | None, loads_out: str | None) -> bool:
+def with_policy_run(R: Results, P: dict[str, Any]) -> Results:
+    """R with the policy matrix of P, a later `run.py --only policy` run (its cells, its jobs'
+    loads, its date and load), for the policy question only."""
+    d = dict(R.d)
+    for k in ("policy", "jobs", "started", "load_start", "load_end", "duration_s", "params", "baseline_bindir"):
+        if k in P:
+            d[k] = P[k]
+    d["summary"] = R.d.get("summary", [])  # the best configurations' figures stay the main run's
+    return Results(d)
+
+
+def write_report(R: Results, src: str, out: str, notes_path: str | None, loads_out: str | None,
+                 policy: dict[str, Any] | None = None) -> bool:
     """Write docs/benchmarks.md: the header, the machine and the run, every question in
     order, the method, every figure; and docs/benchmarks-loads.md (every job's load) when
-    loads_out is given and the results have every job's load (then True). src: the results file's path."""
+    loads_out is given and the results have every job's load (then True). src: the results file's path.
+    policy: a later policy-only run's results, which the policy question shows instead."""
     ctx = ReportContext(R)
     t = report_floors_peers.floor_peer_targets(R)
     notes = read_notes(notes_path)
@@ -575,7 +589,12 @@ def write_report(R: Results, src: str, out: str, notes_path: str | None, loads_o
     section_header(ctx, src, loads_name)
     section_run(ctx, loads_name)
     for q in QUESTIONS:
-        write_question(ctx, q, t, notes)
+        if q.key == "policy" and policy:
+            ctx.results = with_policy_run(R, policy)
+            write_question(ctx, q, t, notes)
+            ctx.results = R
+        else:
+            write_question(ctx, q, t, notes)
     section_method(ctx)
     section_every_figure(ctx, src)
     with open(out, "w") as f:
@@ -591,6 +610,8 @@ def main() -> None:
     ap.add_argument("--notes", default=os.path.join(HERE, "report-notes.md"))
     ap.add_argument("--loads-out", default=None,
                     help="every job's load (default: benchmarks-loads.md beside --out; 'none': not written)")
+    ap.add_argument("--policy-results", default=None,
+                    help="a later `run.py --only policy` run whose matrix the policy question shows")
     a = ap.parse_args()
     if not os.path.exists(a.results):
         sys.exit("report.py: %s not found: run `make bench` first" % a.results)
@@ -601,7 +622,11 @@ def main() -> None:
     ok1, ok2, ok_depth = write_plots(R, a.png_dir)
     if not (ok1 and ok2 and (ok_depth or not report_depth.depths(R))):
         print("report.py: note: plots not (all) written (gnuplot missing or no data)", file=sys.stderr)
-    loads_written = write_report(R, a.results, a.out, a.notes, loads_out)
+    policy = None
+    if a.policy_results:
+        with open(a.policy_results) as f:
+            policy = json.load(f)
+    loads_written = write_report(R, a.results, a.out, a.notes, loads_out, policy)
     print("wrote %s%s%s" % (a.out, " and %s" % loads_out if loads_written else "",
                             " and plots in %s" % a.png_dir if ok1 else ""))
 

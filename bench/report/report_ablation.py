@@ -58,9 +58,12 @@ def verdicts(C: Dict[Key, Dict[str, List[float]]], cfg: str) -> Tuple[List[str],
 FORCED = ["look", "nudge", "sleep", "spin"]
 
 
-def baseline_report(C: Dict[Key, Dict[str, List[float]]]) -> None:
-    print("| cell | default | baseline | default / baseline | noise | best forced | default / best forced |")
-    print("|---|---|---|---|---|---|---|")
+def baseline_report(C: Dict[Key, Dict[str, List[float]]]) -> List[str]:
+    """The default against the baseline's default, every cell, as markdown lines ([] without a baseline)."""
+    if not any("baseline" in v for v in C.values()):
+        return []
+    out = ["| cell | default | baseline | default / baseline | noise | best forced | default / best forced |",
+           "|---|---|---|---|---|---|---|"]
     slower, over = [], []
     for key in sorted(C):
         new, old = C[key].get("auto"), C[key].get("baseline")
@@ -76,12 +79,12 @@ def baseline_report(C: Dict[Key, Dict[str, List[float]]]) -> None:
             slower.append("%s %.2fx (noise %.0f%%)" % (name, r, 100 * noise))
         if rb is not None and rb > 1.25:
             over.append("%s %.2fx %s" % (name, rb, which))
-        print("| %s | %.0f ns | %.0f ns | %.2fx | %.0f%% | %s | %s |" % (
+        out.append("| %s | %.0f ns | %.0f ns | %.2fx | %.0f%% | %s | %s |" % (
             name, statistics.median(new), statistics.median(old), r, 100 * noise,
             "%.0f ns %s" % (best, which) if best else "–", "%.2fx" % rb if rb else "–"))
-    print()
-    print("slower than the baseline beyond the noise: %s" % ("; ".join(slower) or "none"))
-    print("over 1.25x the best forced unpinned mode: %s" % ("; ".join(over) or "none"))
+    out += ["", "Slower than the baseline beyond the noise: %s." % ("; ".join(slower) or "none"),
+            "Over 1.25x the best forced unpinned mode: %s." % ("; ".join(over) or "none")]
+    return out
 
 
 def main() -> None:
@@ -96,7 +99,7 @@ def main() -> None:
         print("load at the start %s, at the end %s; %s s" % (res.get("load_start"), res.get("load_end"),
                                                               res.get("duration_s")))
         print()
-        baseline_report(C)
+        print("\n".join(baseline_report(C)))
         return
     cfgs = sorted({c for v in C.values() for c in v if c.startswith("no_")})
     print("load at the start %s, at the end %s; %s s" % (res.get("load_start"), res.get("load_end"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import report_ablation
 from bench_shared import fmt_ns, fmt_ratio
 from report_context import ReportContext, Results, md_table, verdict
 from targets import limit, policy_sim_limits
@@ -281,3 +282,21 @@ def write(ctx: ReportContext) -> None:
         w("Against the static default it replaces, idle: faster in %d of %d cells; median ratio %.2fx, %s."
           % (faster, len(vs_static), statistics.median(r for _, r in vs_static), worst(vs_static)))
         w("")
+
+
+def write_against_baseline(ctx: ReportContext) -> None:
+    """The default against the baseline build's default (run.py --baseline-bindir), every cell of the
+    matrix; nothing when the run had no baseline."""
+    lines = report_ablation.baseline_report(report_ablation.cells(ctx.results.d.get("policy") or []))
+    if not lines:
+        return
+    ctx.w("### The default against the baseline library's default")
+    ctx.w("")
+    ctx.w("The baseline's default is one more configuration in every cell, interleaved with the others: the "
+          "library built from %s (`make bench BENCH_BASELINE_SRC=...`). A cell's figure is the median of its "
+          "processes' medians; noise: the larger spread of the two defaults' process medians; slower beyond "
+          "the noise: default / baseline > 1 + noise." % (ctx.results.d.get("baseline_bindir") or "another checkout"))
+    ctx.w("")
+    for line in lines:
+        ctx.w(line)
+    ctx.w("")
