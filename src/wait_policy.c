@@ -362,6 +362,8 @@ static void default_affinity(struct kb_wait_policy *p, int valgrind)
 {
     int forced = KB_WAIT_SLEEP, pol = policy_from_env(&forced);
     p->park_ns = valgrind ? 0 : KB_WAIT_LOOK_NS;
+    p->short_spin =
+        !valgrind && (pol == POLICY_AUTO || pol == POLICY_STATIC) && p->ncpu >= 2 && p->nprocs == p->ncpu;
     seat_resolve(p);
     if (pol == POLICY_CYCLE) { /* every mode, Valgrind included: the order never depends on it */
         for (int m = 0; m < KB_WAIT_MODES; m++)
@@ -372,10 +374,8 @@ static void default_affinity(struct kb_wait_policy *p, int valgrind)
     } else if (pol == POLICY_FIXED) {
         set_mode(p, forced);
     } else if (pol == POLICY_STATIC) {
-        p->short_spin = p->ncpu >= 2 && p->nprocs == p->ncpu;
         set_mode(p, static_mode(p->nprocs, p->ncpu));
     } else {
-        p->short_spin = p->ncpu >= 2 && p->nprocs == p->ncpu;
         p->ncand = candidates(p->nprocs, p->ncpu, p->cand);
         adapt_start(p, static_mode(p->nprocs, p->ncpu), 0);
     }
